@@ -1,0 +1,250 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+)
+
+// Prefix is the prefix of every variable, without the trailing underscore.
+const Prefix = "CLUSTERAPP"
+
+// Config holds every setting of a clusterapp worker and of the units around it.
+// The struct tags are the single source of truth: `envconfig` names the
+// variable (after Prefix), `default` is used when it is unset, `desc` is the
+// one-line description shown by `clusterapp config` and written into the
+// shipped environment file.
+type Config struct {
+	Listen  string `envconfig:"LISTEN" default:"127.0.0.1:8080" desc:"host:port a standalone worker binds; under systemd the generator makes it clusterapp.socket's ListenStream= (the shipped socket listens on port 8080, all addresses)"`
+	Backlog int    `envconfig:"BACKLOG" default:"4096" desc:"listen backlog of clusterapp.socket (Backlog=); keep net.core.somaxconn at least this large"`
+	Workers int    `envconfig:"WORKERS" default:"0" desc:"number of clusterapp-worker@N units the generator starts; 0 means one per CPU"`
+
+	Instance string `envconfig:"INSTANCE" default:"" desc:"worker name sent in the X-Worker header and metrics; the unit sets it to the instance (%i); empty means pid-<PID>"`
+
+	FibMaxN int `envconfig:"FIB_MAX_N" default:"45" desc:"largest n accepted by /fib (recursive Fibonacci; n=45 costs seconds of CPU)"`
+
+	ReadHeaderTimeout time.Duration `envconfig:"READ_HEADER_TIMEOUT" default:"5s" desc:"time a client has to send its request headers (slowloris guard)"`
+	ReadTimeout       time.Duration `envconfig:"READ_TIMEOUT" default:"30s" desc:"time a client has to send a whole request, body included; 0 disables"`
+	WriteTimeout      time.Duration `envconfig:"WRITE_TIMEOUT" default:"1m" desc:"time to compute and write a response, from the end of the headers; 0 disables"`
+	IdleTimeout       time.Duration `envconfig:"IDLE_TIMEOUT" default:"1m" desc:"how long an idle keep-alive connection is kept open"`
+	MaxHeaderBytes    Size          `envconfig:"MAX_HEADER_BYTES" default:"64KiB" desc:"largest request header block; larger requests get 431"`
+	MaxBodyBytes      Size          `envconfig:"MAX_BODY_BYTES" default:"1MiB" desc:"largest request body; larger requests get 413"`
+
+	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"20s" desc:"how long a draining worker waits for its connections to finish before closing them (keep it below the unit's TimeoutStopSec=)"`
+	DrainIdleGrace  time.Duration `envconfig:"DRAIN_IDLE_GRACE" default:"1s" desc:"while draining, a keep-alive connection idle this long is closed instead of waited for"`
+
+	MaxRequests       int `envconfig:"MAX_REQUESTS" default:"0" desc:"recycle the worker (drain and exit 0, systemd starts a fresh one) after this many requests; 0 disables"`
+	MaxRequestsJitter int `envconfig:"MAX_REQUESTS_JITTER" default:"0" desc:"random extra requests, up to this many, added to MAX_REQUESTS so workers do not recycle together"`
+
+	MemoryLimitRatio float64 `envconfig:"MEMORY_LIMIT_RATIO" default:"0.9" desc:"when GOMEMLIMIT is unset, the Go heap limit as a fraction of the cgroup memory limit (MemoryMax=/MemoryHigh=)"`
+
+	LogFormat LogFormat `envconfig:"LOG_FORMAT" default:"text" desc:"log format: text or json (under journald text has no timestamps or colours)"`
+	LogLevel  LogLevel  `envconfig:"LOG_LEVEL" default:"info" desc:"least severe level logged: trace, debug, info, warn, error"`
+	AccessLog bool      `envconfig:"ACCESS_LOG" default:"false" desc:"log one line per request (costs throughput)"`
+
+	DebugEndpoints bool `envconfig:"DEBUG_ENDPOINTS" default:"false" desc:"serve the fault-injection routes /debug/crash, /debug/hang and /debug/leak (tests and demos only)"`
+}
+
+// Var describes one variable of the specification.
+type Var struct {
+	Key         string // full name, e.g. CLUSTERAPP_LISTEN
+	Default     string // the default as written in the struct tag
+	Description string
+	field       int
+}
+
+// Vars returns every variable of the specification in declaration order.
+func Vars() []Var {
+	t := reflect.TypeOf(Config{})
+	vars := make([]Var, 0, t.NumField())
+	for i := range t.NumField() {
+		f := t.Field(i)
+		vars = append(vars, Var{
+			Key:         Prefix + "_" + f.Tag.Get("envconfig"),
+			Default:     f.Tag.Get("default"),
+			Description: f.Tag.Get("desc"),
+			field:       i,
+		})
+	}
+	return vars
+}
+
+// Value returns the value of v in c, formatted the way it would be written in
+// an environment file.
+func (c Config) Value(v Var) string {
+	f := reflect.ValueOf(c).Field(v.field)
+	if d, ok := f.Interface().(time.Duration); ok {
+		return formatDuration(d)
+	}
+	if s, ok := f.Interface().(fmt.Stringer); ok {
+		return s.String()
+	}
+	return fmt.Sprint(f.Interface())
+}
+
+// Load reads the specification from the process environment and validates it.
+// The error, when not nil, is a *Error listing every invalid variable.
+func Load() (Config, error) {
+	envMu.Lock()
+	defer envMu.Unlock()
+	return load()
+}
+
+// envMu serialises Load and LoadVars: LoadVars swaps the process environment
+// because envconfig can only read os.Getenv.
+var envMu sync.Mutex
+
+// LoadVars validates vars (for instance an environment file) as if they were
+// the whole CLUSTERAPP_* environment. The process environment is swapped for
+// the duration of the call and restored afterwards.
+func LoadVars(vars map[string]string) (Config, error) {
+	envMu.Lock()
+	defer envMu.Unlock()
+	saved := map[string]string{}
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, Prefix+"_") {
+			saved[k] = v
+			_ = os.Unsetenv(k) // Unsetenv cannot fail on unix
+		}
+	}
+	defer func() {
+		for k := range vars {
+			_ = os.Unsetenv(k)
+		}
+		for k, v := range saved {
+			_ = os.Setenv(k, v)
+		}
+	}()
+	for k, v := range vars {
+		if err := os.Setenv(k, v); err != nil {
+			return Config{}, fmt.Errorf("set %s: %w", k, err)
+		}
+	}
+	return load()
+}
+
+// load runs envconfig until every parse error is found: envconfig stops at the
+// first one, so each bad variable is recorded, masked with its default and the
+// specification processed again.
+func load() (Config, error) {
+	var problems []Problem
+	masked := map[string]string{}
+	defer func() {
+		for k, v := range masked {
+			_ = os.Setenv(k, v)
+		}
+	}()
+	var c Config
+	for range reflect.TypeOf(c).NumField() + 1 {
+		c = Config{}
+		err := envconfig.Process(Prefix, &c)
+		var pe *envconfig.ParseError
+		if !errors.As(err, &pe) {
+			if err != nil {
+				return Config{}, fmt.Errorf("read environment: %w", err)
+			}
+			break
+		}
+		problems = append(problems, parseProblem(pe))
+		masked[pe.KeyName] = pe.Value
+		_ = os.Unsetenv(pe.KeyName)
+	}
+	problems = append(problems, c.validate(keysOf(problems))...)
+	if len(problems) > 0 {
+		sort.SliceStable(problems, func(i, j int) bool { return order(problems[i].Key) < order(problems[j].Key) })
+		return c, &Error{Problems: problems}
+	}
+	return c, nil
+}
+
+func keysOf(ps []Problem) map[string]bool {
+	m := map[string]bool{}
+	for _, p := range ps {
+		m[p.Key] = true
+	}
+	return m
+}
+
+func order(key string) int {
+	for i, v := range Vars() {
+		if v.Key == key {
+			return i
+		}
+	}
+	return len(Vars())
+}
+
+// validate checks ranges that parsing alone does not. Keys already reported
+// as unparsable are skipped: their field holds the default, not the input.
+func (c Config) validate(skip map[string]bool) []Problem {
+	var ps []Problem
+	check := func(name, value string, ok bool, expected string) {
+		key := Prefix + "_" + name
+		if raw, set := os.LookupEnv(key); set {
+			value = raw // report what the operator wrote, not its parsed form
+		}
+		if !ok && !skip[key] {
+			ps = append(ps, Problem{Key: key, Value: value, Expected: expected})
+		}
+	}
+	itoa := strconv.Itoa
+	check("LISTEN", c.Listen, validListen(c.Listen), "host:port with a port in 1..65535, such as 127.0.0.1:8080 or [::]:80")
+	check("BACKLOG", itoa(c.Backlog), c.Backlog >= 1 && c.Backlog <= 1<<20, "a whole number from 1 to 1048576")
+	check("WORKERS", itoa(c.Workers), c.Workers >= 0 && c.Workers <= 1024, "a whole number from 0 (one per CPU) to 1024")
+	check("INSTANCE", c.Instance, validInstance(c.Instance), "letters, digits, '.', '_', '-' or '@', at most 64 of them")
+	check("FIB_MAX_N", itoa(c.FibMaxN), c.FibMaxN >= 0 && c.FibMaxN <= 60, "a whole number from 0 to 60")
+	check("READ_HEADER_TIMEOUT", c.ReadHeaderTimeout.String(), c.ReadHeaderTimeout > 0, "a positive duration such as 5s")
+	for name, d := range map[string]time.Duration{"READ_TIMEOUT": c.ReadTimeout, "WRITE_TIMEOUT": c.WriteTimeout, "IDLE_TIMEOUT": c.IdleTimeout, "DRAIN_IDLE_GRACE": c.DrainIdleGrace} {
+		check(name, d.String(), d >= 0, "a duration of 0 or more, such as 30s")
+	}
+	check("MAX_HEADER_BYTES", c.MaxHeaderBytes.String(), c.MaxHeaderBytes >= 1024, "a size of at least 1KiB, such as 64KiB")
+	check("SHUTDOWN_TIMEOUT", c.ShutdownTimeout.String(), c.ShutdownTimeout > 0, "a positive duration such as 20s")
+	check("MAX_REQUESTS", itoa(c.MaxRequests), c.MaxRequests >= 0, "a whole number, 0 or more (0 disables recycling)")
+	check("MAX_REQUESTS_JITTER", itoa(c.MaxRequestsJitter), c.MaxRequestsJitter >= 0, "a whole number, 0 or more")
+	check("MEMORY_LIMIT_RATIO", strconv.FormatFloat(c.MemoryLimitRatio, 'g', -1, 64), c.MemoryLimitRatio > 0 && c.MemoryLimitRatio <= 1, "a fraction greater than 0 and at most 1, such as 0.9")
+	return ps
+}
+
+func validListen(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n >= 1 && n <= 65535
+}
+
+func validInstance(s string) bool {
+	if len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-@", r)
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// formatDuration is time.Duration.String without trailing zero units
+// ("1m" rather than "1m0s").
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	for _, z := range []string{"m0s", "h0m"} {
+		if strings.HasSuffix(s, z) {
+			s = strings.TrimSuffix(s, z[1:])
+		}
+	}
+	return s
+}

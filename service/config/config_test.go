@@ -1,0 +1,137 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLoadDefaults(t *testing.T) {
+	c, err := LoadVars(nil)
+	if err != nil {
+		t.Fatalf("defaults do not validate: %v", err)
+	}
+	if c.Listen != "127.0.0.1:8080" || c.FibMaxN != 45 || c.ShutdownTimeout != 20*time.Second ||
+		c.MaxHeaderBytes != 64<<10 || c.LogFormat != "text" || c.LogLevel.String() != "info" || c.DebugEndpoints {
+		t.Fatalf("unexpected defaults: %+v", c)
+	}
+}
+
+func TestLoadGoodValues(t *testing.T) {
+	for _, tc := range []struct {
+		key, value string
+		check      func(Config) bool
+	}{
+		{"CLUSTERAPP_SHUTDOWN_TIMEOUT", "1m30s", func(c Config) bool { return c.ShutdownTimeout == 90*time.Second }},
+		{"CLUSTERAPP_MAX_BODY_BYTES", "2MiB", func(c Config) bool { return c.MaxBodyBytes == 2<<20 }},
+		{"CLUSTERAPP_MAX_BODY_BYTES", "0", func(c Config) bool { return c.MaxBodyBytes == 0 }},
+		{"CLUSTERAPP_MAX_HEADER_BYTES", "8192", func(c Config) bool { return c.MaxHeaderBytes == 8192 }},
+		{"CLUSTERAPP_LOG_LEVEL", "DEBUG", func(c Config) bool { return c.LogLevel.String() == "debug" }},
+		{"CLUSTERAPP_LOG_FORMAT", "json", func(c Config) bool { return c.LogFormat == "json" }},
+		{"CLUSTERAPP_LISTEN", "[::1]:9000", func(c Config) bool { return c.Listen == "[::1]:9000" }},
+		{"CLUSTERAPP_WORKERS", "3", func(c Config) bool { return c.Workers == 3 }},
+		{"CLUSTERAPP_DEBUG_ENDPOINTS", "true", func(c Config) bool { return c.DebugEndpoints }},
+		{"CLUSTERAPP_INSTANCE", "7", func(c Config) bool { return c.Instance == "7" }},
+		{"CLUSTERAPP_MEMORY_LIMIT_RATIO", "1", func(c Config) bool { return c.MemoryLimitRatio == 1 }},
+	} {
+		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
+			t.Setenv(tc.key, tc.value)
+			c, err := Load()
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			if !tc.check(c) {
+				t.Fatalf("%s=%s not applied: %+v", tc.key, tc.value, c)
+			}
+		})
+	}
+}
+
+func TestLoadBadValues(t *testing.T) {
+	for _, tc := range []struct{ key, value, expected string }{
+		{"CLUSTERAPP_SHUTDOWN_TIMEOUT", "abc", "a duration"},
+		{"CLUSTERAPP_SHUTDOWN_TIMEOUT", "0s", "a positive duration"},
+		{"CLUSTERAPP_MAX_BODY_BYTES", "-1", "a size of 0 or more bytes"},
+		{"CLUSTERAPP_MAX_HEADER_BYTES", "12XB", "a size"},
+		{"CLUSTERAPP_MAX_HEADER_BYTES", "100", "at least 1KiB"},
+		{"CLUSTERAPP_LOG_LEVEL", "verbose", "one of trace, debug, info, warn, error"},
+		{"CLUSTERAPP_LOG_FORMAT", "xml", "text or json"},
+		{"CLUSTERAPP_LISTEN", "8080", "host:port"},
+		{"CLUSTERAPP_LISTEN", "127.0.0.1:99999", "host:port"},
+		{"CLUSTERAPP_WORKERS", "-2", "from 0 (one per CPU) to 1024"},
+		{"CLUSTERAPP_WORKERS", "two", "a whole number"},
+		{"CLUSTERAPP_FIB_MAX_N", "100", "from 0 to 60"},
+		{"CLUSTERAPP_MAX_REQUESTS", "-5", "0 or more"},
+		{"CLUSTERAPP_DEBUG_ENDPOINTS", "maybe", "true or false"},
+		{"CLUSTERAPP_INSTANCE", "a b", "letters, digits"},
+		{"CLUSTERAPP_MEMORY_LIMIT_RATIO", "1.5", "at most 1"},
+		{"CLUSTERAPP_READ_HEADER_TIMEOUT", "0", "a positive duration"},
+	} {
+		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
+			t.Setenv(tc.key, tc.value)
+			_, err := Load()
+			var ce *Error
+			if !errors.As(err, &ce) || len(ce.Problems) != 1 {
+				t.Fatalf("want one problem, got %v", err)
+			}
+			msg := err.Error()
+			for _, want := range []string{tc.key, `"` + tc.value + `"`, tc.expected} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("error %q does not mention %q", msg, want)
+				}
+			}
+			if strings.Contains(msg, "\n") {
+				t.Errorf("error spans several lines: %q", msg)
+			}
+		})
+	}
+}
+
+func TestLoadReportsEveryProblem(t *testing.T) {
+	_, err := LoadVars(map[string]string{
+		"CLUSTERAPP_SHUTDOWN_TIMEOUT": "abc",
+		"CLUSTERAPP_LOG_LEVEL":        "loud",
+		"CLUSTERAPP_FIB_MAX_N":        "99",
+	})
+	var ce *Error
+	if !errors.As(err, &ce) || len(ce.Problems) != 3 {
+		t.Fatalf("want 3 problems, got %v", err)
+	}
+	// declaration order, so the output is stable
+	got := []string{ce.Problems[0].Key, ce.Problems[1].Key, ce.Problems[2].Key}
+	want := []string{"CLUSTERAPP_FIB_MAX_N", "CLUSTERAPP_SHUTDOWN_TIMEOUT", "CLUSTERAPP_LOG_LEVEL"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("problems in order %v, want %v", got, want)
+	}
+}
+
+func TestLoadVarsRestoresEnvironment(t *testing.T) {
+	t.Setenv("CLUSTERAPP_FIB_MAX_N", "30")
+	if c, err := LoadVars(map[string]string{"CLUSTERAPP_FIB_MAX_N": "20"}); err != nil || c.FibMaxN != 20 {
+		t.Fatalf("LoadVars = %+v, %v", c, err)
+	}
+	if c, err := Load(); err != nil || c.FibMaxN != 30 {
+		t.Fatalf("environment not restored: %+v, %v", c, err)
+	}
+}
+
+func TestSizeString(t *testing.T) {
+	for in, want := range map[Size]string{0: "0", 1000: "1000", 1024: "1KiB", 64 << 10: "64KiB", 1 << 20: "1MiB", 3 << 30: "3GiB"} {
+		if got := in.String(); got != want {
+			t.Errorf("Size(%d) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestEveryVarDocumented(t *testing.T) {
+	c, _ := LoadVars(nil)
+	for _, v := range Vars() {
+		if v.Description == "" {
+			t.Errorf("%s has no description", v.Key)
+		}
+		if v.Default != "" && c.Value(v) != v.Default {
+			t.Errorf("%s: default %q reads back as %q", v.Key, v.Default, c.Value(v))
+		}
+	}
+}

@@ -1,0 +1,82 @@
+package config
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/sirupsen/logrus"
+)
+
+// Size is a number of bytes, written as a plain number or with a binary
+// suffix (KiB, MiB, GiB; K, M, G and KB, MB, GB are read as the same).
+type Size int64
+
+var sizeUnits = []struct {
+	suffix string
+	factor int64
+}{
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
+	{"KB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30},
+	{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1},
+}
+
+// Decode implements envconfig.Decoder.
+func (s *Size) Decode(value string) error {
+	bad := validationDetail{"a size of 0 or more bytes, such as 65536, 64KiB or 1MiB"}
+	v := strings.TrimSpace(value)
+	factor := int64(1)
+	for _, u := range sizeUnits {
+		if n, ok := strings.CutSuffix(v, u.suffix); ok {
+			v, factor = strings.TrimSpace(n), u.factor
+			break
+		}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/factor {
+		return bad
+	}
+	*s = Size(n * factor)
+	return nil
+}
+
+// String writes the size with the largest exact binary suffix.
+func (s Size) String() string {
+	for _, u := range []struct {
+		suffix string
+		factor int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if s != 0 && int64(s)%u.factor == 0 {
+			return strconv.FormatInt(int64(s)/u.factor, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(int64(s), 10)
+}
+
+// LogFormat is the log output format: text or json.
+type LogFormat string
+
+// Decode implements envconfig.Decoder.
+func (f *LogFormat) Decode(value string) error {
+	switch v := LogFormat(strings.ToLower(strings.TrimSpace(value))); v {
+	case "text", "json":
+		*f = v
+		return nil
+	}
+	return validationDetail{"text or json"}
+}
+
+// LogLevel is a logrus level.
+type LogLevel logrus.Level
+
+// Decode implements envconfig.Decoder.
+func (l *LogLevel) Decode(value string) error {
+	lvl, err := logrus.ParseLevel(strings.TrimSpace(value))
+	if err != nil || lvl < logrus.ErrorLevel {
+		return validationDetail{"one of trace, debug, info, warn, error"}
+	}
+	*l = LogLevel(lvl)
+	return nil
+}
+
+// String returns the level's name.
+func (l LogLevel) String() string { return logrus.Level(l).String() }
