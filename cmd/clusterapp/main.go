@@ -1,0 +1,94 @@
+// Command clusterapp is the clusterapp worker and its operator tools.
+//
+// Every clusterapp-worker@N.service runs `clusterapp serve` (the default
+// subcommand) on the listening socket systemd passes it. Other subcommands
+// inspect the configuration without starting anything.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// version is stamped at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// Exit statuses, so systemd units and scripts can tell failures apart.
+const (
+	exitFailure = 1
+	exitUsage   = 2
+	// exitConfig is EX_CONFIG from sysexits.h: the configuration is invalid
+	// and restarting will not help until it is fixed.
+	exitConfig = 78
+)
+
+// usageError is a bad command line.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// configError is an invalid configuration.
+type configError struct{ err error }
+
+func (e configError) Error() string { return e.err.Error() }
+func (e configError) Unwrap() error { return e.err }
+
+func main() {
+	err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
+	code := 0
+	var ue usageError
+	var ce configError
+	switch {
+	case err == nil:
+	case errors.As(err, &ue):
+		fmt.Fprintf(os.Stderr, "clusterapp: %v\nRun 'clusterapp help' for usage.\n", err)
+		code = exitUsage
+	case errors.As(err, &ce):
+		fmt.Fprintf(os.Stderr, "clusterapp: %v\n", err)
+		code = exitConfig
+	default:
+		fmt.Fprintf(os.Stderr, "clusterapp: %v\n", err)
+		code = exitFailure
+	}
+	os.Exit(code)
+}
+
+// run dispatches to a subcommand; "serve" is the default.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	name := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		name, args = args[0], args[1:]
+	}
+	switch name {
+	case "serve":
+		return runServe(ctx, args, stderr)
+	case "config":
+		return runConfig(args, stdout)
+	case "version":
+		_, err := fmt.Fprintln(stdout, "clusterapp", version)
+		return err
+	case "help":
+		_, err := io.WriteString(stdout, usage)
+		return err
+	}
+	return usageError{fmt.Sprintf("unknown command %q: expected one of serve, config, version, help", name)}
+}
+
+const usage = `Usage: clusterapp [COMMAND] [FLAGS]
+
+Commands:
+  serve                 run a worker (the default): serve HTTP on the sockets systemd
+                        passes (LISTEN_FDS), or bind CLUSTERAPP_LISTEN without systemd
+  config                print every CLUSTERAPP_* variable: default, effective value, description
+  config --check FILE   validate an environment file without starting anything
+  config --env-template print the commented environment file shipped in /etc/clusterapp
+  config --markdown     print the variables as a markdown table
+  version               print the version
+  help                  print this help
+
+All settings are environment variables; see 'clusterapp config'.
+`

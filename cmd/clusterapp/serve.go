@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/clusterapp/clusterapp/service/app"
+	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/listen"
+	"github.com/clusterapp/clusterapp/service/logging"
+	"github.com/clusterapp/clusterapp/service/memlimit"
+	"github.com/clusterapp/clusterapp/service/metrics"
+	"github.com/clusterapp/clusterapp/service/notify"
+	"github.com/clusterapp/clusterapp/service/server"
+	"github.com/clusterapp/clusterapp/service/watchdog"
+	"github.com/sirupsen/logrus"
+)
+
+// statusEvery is how often the STATUS= line shown by systemctl status is
+// refreshed (only changes are sent).
+const statusEvery = time.Second
+
+// errCrashed ends the process through /debug/crash.
+var errCrashed = errors.New("crashed on request (/debug/crash)")
+
+// runServe runs one worker until SIGTERM/SIGINT or recycling, then drains.
+func runServe(ctx context.Context, args []string, stderr io.Writer) error {
+	if len(args) > 0 {
+		return usageError{fmt.Sprintf("serve takes no arguments, got %q: settings are CLUSTERAPP_* environment variables", args)}
+	}
+	cfg, err := config.Load()
+	if err != nil {
+		return configError{err}
+	}
+	instance := cfg.Instance
+	if instance == "" {
+		instance = fmt.Sprintf("pid-%d", os.Getpid())
+	}
+	logger := logging.New(logging.Options{Format: string(cfg.LogFormat), Level: logrus.Level(cfg.LogLevel), Journal: logging.UnderJournal(), Out: stderr})
+	log := logger.WithField("worker", instance)
+	if unknown := config.Unknown(environKeys()); len(unknown) > 0 {
+		log.Warn(strings.Join(unknown, "; ") + ": ignored")
+	}
+
+	// Signals are caught before anything starts, so a SIGTERM that arrives
+	// while starting still drains instead of killing the process.
+	sigc := make(chan os.Signal, 2)
+	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigc)
+
+	setMemoryLimit(cfg, log)
+	listeners, source, err := listen.Listeners(cfg.Listen, log)
+	if err != nil {
+		return err
+	}
+	w := newWorker(cfg, instance, log)
+	return w.run(ctx, listeners, source, sigc)
+}
+
+// setMemoryLimit applies GOMEMLIMIT derived from the cgroup, unless set.
+func setMemoryLimit(cfg config.Config, log *logrus.Entry) {
+	limit, ok, err := memlimit.Derive(os.Getenv, cfg.MemoryLimitRatio)
+	if err != nil {
+		log.WithError(err).Warn("cannot read the cgroup memory limit; GOMEMLIMIT not derived")
+	}
+	if ok {
+		debug.SetMemoryLimit(limit)
+		log.WithField("gomemlimit_bytes", limit).Info("Go memory limit derived from the cgroup memory limit")
+	}
+}
+
+type worker struct {
+	cfg      config.Config
+	instance string
+	log      *logrus.Entry
+	notifier *notify.Notifier
+	srv      *server.Server
+	crashc   chan struct{}
+}
+
+func newWorker(cfg config.Config, instance string, log *logrus.Entry) *worker {
+	w := &worker{cfg: cfg, instance: instance, log: log, notifier: notify.New(log), crashc: make(chan struct{}, 1)}
+	m := metrics.New(instance, version, time.Now())
+	a := app.New(app.Options{
+		Instance: instance, FibMaxN: cfg.FibMaxN, MaxBodyBytes: int64(cfg.MaxBodyBytes),
+		AccessLog: cfg.AccessLog, DebugEndpoints: cfg.DebugEndpoints,
+		Ready: func() bool { return w.srv.Ready() },
+		Crash: func() {
+			w.crashc <- struct{}{}
+			select {} // main exits the process; this request is never answered
+		},
+		Metrics: m, Log: log,
+	})
+	w.srv = server.New(server.Options{
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout,
+		WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout,
+		MaxHeaderBytes: int(cfg.MaxHeaderBytes), ShutdownTimeout: cfg.ShutdownTimeout,
+		DrainIdleGrace: cfg.DrainIdleGrace, MaxRequests: cfg.MaxRequests,
+		MaxRequestsJitter: cfg.MaxRequestsJitter, ConnObserver: m, Log: log,
+	}, a.Handler())
+	return w
+}
+
+func (w *worker) run(ctx context.Context, listeners []net.Listener, source listen.Source, sigc <-chan os.Signal) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, len(listeners))
+	w.srv.Serve(listeners, errc)
+
+	// READY=1 only once the handler stack has answered a probe.
+	if err := w.srv.Probe(ctx); err != nil {
+		return fmt.Errorf("first health probe: %w", err)
+	}
+	w.srv.SetReady()
+	w.startWatchdog(ctx)
+	_ = w.notifier.Ready(w.status()) // failures are logged by the notifier
+	go w.reportStatus(ctx)
+	w.log.WithFields(logrus.Fields{
+		"addresses": addrs(listeners), "source": source, "pid": os.Getpid(), "version": version,
+		"gomaxprocs": runtime.GOMAXPROCS(0), "recycle_after": w.srv.RecycleLimit(),
+	}).Info("serving")
+
+	var reason string
+	select {
+	case sig := <-sigc:
+		reason = "signal " + sig.String()
+	case <-w.srv.Recycle():
+		reason = "request limit reached"
+	case <-w.crashc:
+		return errCrashed
+	case err := <-errc:
+		return err
+	}
+	return w.drain(ctx, reason, sigc)
+}
+
+// drain stops the worker cleanly; a second signal aborts it.
+func (w *worker) drain(ctx context.Context, reason string, sigc <-chan os.Signal) error {
+	w.log.WithField("reason", reason).WithField("timeout", w.cfg.ShutdownTimeout).Info("draining")
+	_ = w.notifier.Stopping("draining: " + reason)
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case sig := <-sigc:
+			w.log.WithField("signal", sig.String()).Warn("second signal; exiting at once")
+			cancel()
+		case <-dctx.Done():
+		}
+	}()
+	start := time.Now()
+	if err := w.srv.Drain(dctx); err != nil {
+		return fmt.Errorf("drain: %w", err)
+	}
+	st := w.srv.Stats()
+	w.log.WithField("served", st.Served).WithField("took", time.Since(start).Round(time.Millisecond)).Info("drained; exiting")
+	return nil
+}
+
+func (w *worker) startWatchdog(ctx context.Context) {
+	timeout, err := notify.WatchdogInterval()
+	if err != nil {
+		w.log.WithError(err).Warn("watchdog settings unreadable; not pinging")
+	}
+	if timeout <= 0 {
+		return
+	}
+	interval, deadline := watchdog.Every(timeout)
+	p := &watchdog.Pinger{Interval: interval, Timeout: deadline, Probe: w.srv.Probe, Ping: w.notifier.Watchdog, Log: w.log}
+	w.log.WithField("watchdog_timeout", timeout).WithField("probe_every", interval).Info("health-gated watchdog on")
+	go p.Run(ctx)
+}
+
+func (w *worker) reportStatus(ctx context.Context) {
+	t := time.NewTicker(statusEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_ = w.notifier.Status(w.status())
+		}
+	}
+}
+
+// status is the line systemctl status shows.
+func (w *worker) status() string {
+	st := w.srv.Stats()
+	state := "serving"
+	if st.Draining {
+		state = "draining"
+	}
+	return fmt.Sprintf("%s: %d requests served, %d in flight, %d connections open", state, st.Served, st.InFlight, st.Connections)
+}
+
+func addrs(ls []net.Listener) string {
+	s := make([]string, len(ls))
+	for i, l := range ls {
+		s[i] = l.Addr().String()
+	}
+	return strings.Join(s, ",")
+}

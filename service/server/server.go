@@ -1,0 +1,209 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/clusterapp/clusterapp/service/metrics"
+	"github.com/sirupsen/logrus"
+)
+
+// Options configure a Server. Zero durations disable the matching timeout
+// except where noted.
+type Options struct {
+	ReadHeaderTimeout time.Duration // required (slowloris guard)
+	ReadTimeout       time.Duration
+	WriteTimeout      time.Duration
+	IdleTimeout       time.Duration
+	MaxHeaderBytes    int
+	ShutdownTimeout   time.Duration // required: the longest a drain waits for connections
+	DrainIdleGrace    time.Duration // idle time after which a draining connection is closed
+	// MaxRequests recycles the worker after this many requests plus a
+	// random 0..MaxRequestsJitter; 0 disables.
+	MaxRequests       int
+	MaxRequestsJitter int
+	// ConnObserver, when set, is told about every connection opened and closed.
+	ConnObserver ConnObserver
+	Log          *logrus.Entry
+}
+
+// ConnObserver is told when client connections open and close.
+type ConnObserver interface {
+	ConnOpened()
+	ConnClosed()
+}
+
+// Server is an http.Server with connection tracking, a lossless drain and
+// request-count recycling.
+type Server struct {
+	opts     Options
+	srv      *http.Server
+	handler  http.Handler
+	limit    uint64 // recycle after this many requests; 0 = never
+	recycle  chan struct{}
+	recycled sync.Once
+
+	ready    atomic.Bool
+	draining atomic.Bool
+	served   atomic.Uint64
+	inFlight atomic.Int64
+
+	mu         sync.Mutex
+	conns      map[net.Conn]connInfo
+	drainStart time.Time
+	listeners  []net.Listener
+	serving    sync.WaitGroup
+}
+
+type connInfo struct {
+	state http.ConnState
+	since time.Time
+}
+
+// New wraps handler. The server does not serve until Serve.
+func New(opts Options, handler http.Handler) *Server {
+	s := &Server{opts: opts, conns: map[net.Conn]connInfo{}, recycle: make(chan struct{})}
+	if opts.MaxRequests > 0 {
+		s.limit = uint64(opts.MaxRequests) + uint64(rand.IntN(opts.MaxRequestsJitter+1))
+	}
+	s.handler = s.track(handler)
+	s.srv = &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: opts.ReadHeaderTimeout,
+		ReadTimeout:       opts.ReadTimeout,
+		WriteTimeout:      opts.WriteTimeout,
+		IdleTimeout:       opts.IdleTimeout,
+		MaxHeaderBytes:    opts.MaxHeaderBytes,
+		ConnState:         s.connState,
+		ErrorLog:          newErrorLog(opts.Log),
+	}
+	return s
+}
+
+// Handler is the full stack the server serves, for in-process health probes.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// RecycleLimit is the request count after which the worker recycles; 0 = never.
+func (s *Server) RecycleLimit() uint64 { return s.limit }
+
+// Recycle is closed once the worker has served RecycleLimit requests.
+func (s *Server) Recycle() <-chan struct{} { return s.recycle }
+
+// Ready reports whether the server accepts work: set by SetReady, false
+// again once draining.
+func (s *Server) Ready() bool { return s.ready.Load() && !s.draining.Load() }
+
+// SetReady marks the server ready (after the first successful self-probe).
+func (s *Server) SetReady() { s.ready.Store(true) }
+
+// Stats is a snapshot for status lines.
+type Stats struct {
+	Served      uint64
+	InFlight    int64
+	Connections int
+	Draining    bool
+}
+
+// Stats returns current counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	n := len(s.conns)
+	s.mu.Unlock()
+	return Stats{Served: s.served.Load(), InFlight: s.inFlight.Load(), Connections: n, Draining: s.draining.Load()}
+}
+
+// Serve starts serving on every listener and returns at once. Errors of a
+// listener that fails while not draining are sent to errc.
+func (s *Server) Serve(listeners []net.Listener, errc chan<- error) {
+	s.mu.Lock()
+	s.listeners = listeners
+	s.mu.Unlock()
+	for _, l := range listeners {
+		s.serving.Add(1)
+		go func() {
+			defer s.serving.Done()
+			err := s.srv.Serve(l)
+			if s.draining.Load() || errors.Is(err, http.ErrServerClosed) {
+				return
+			}
+			errc <- fmt.Errorf("serve %s: %w", l.Addr(), err)
+		}()
+	}
+}
+
+// track counts requests, marks responses Connection: close while draining,
+// and triggers recycling.
+func (s *Server) track(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if metrics.IsUnobserved(r.Context()) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		s.inFlight.Add(1)
+		defer s.inFlight.Add(-1)
+		n := s.served.Add(1)
+		if s.limit > 0 && n >= s.limit {
+			s.recycled.Do(func() {
+				s.opts.Log.WithField("requests", n).Info("request limit reached; recycling this worker")
+				close(s.recycle)
+			})
+		}
+		next.ServeHTTP(&closingWriter{ResponseWriter: w, draining: &s.draining}, r)
+	})
+}
+
+// closingWriter adds Connection: close when the header is written during a
+// drain, so requests that began before the drain also end their connection.
+type closingWriter struct {
+	http.ResponseWriter
+	draining    *atomic.Bool
+	wroteHeader bool
+}
+
+func (w *closingWriter) WriteHeader(code int) {
+	if !w.wroteHeader {
+		w.wroteHeader = true
+		if w.draining.Load() {
+			w.Header().Set("Connection", "close")
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *closingWriter) Write(b []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *closingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (s *Server) connState(c net.Conn, state http.ConnState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch state {
+	case http.StateNew:
+		s.conns[c] = connInfo{state: state, since: time.Now()}
+		if o := s.opts.ConnObserver; o != nil {
+			o.ConnOpened()
+		}
+	case http.StateActive, http.StateIdle:
+		if _, ok := s.conns[c]; ok {
+			s.conns[c] = connInfo{state: state, since: time.Now()}
+		}
+	case http.StateClosed, http.StateHijacked:
+		if _, ok := s.conns[c]; ok {
+			delete(s.conns, c)
+			if o := s.opts.ConnObserver; o != nil {
+				o.ConnClosed()
+			}
+		}
+	}
+}
