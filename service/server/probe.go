@@ -24,6 +24,9 @@ func (s *Server) Probe(ctx context.Context) error {
 	}
 	rec := &recorder{header: http.Header{}}
 	s.handler.ServeHTTP(rec, req)
+	if rec.status == 0 {
+		rec.status = http.StatusOK // a handler that writes nothing answers 200
+	}
 	if rec.status != http.StatusOK {
 		return fmt.Errorf("GET %s answered %d", ProbePath, rec.status)
 	}

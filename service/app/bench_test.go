@@ -1,0 +1,29 @@
+package app
+
+import (
+	"net/http/httptest"
+	"testing"
+)
+
+// BenchmarkHandlerStack measures the whole handler stack (headers, body cap,
+// routing, metrics) per route, in-process.
+func BenchmarkHandlerStack(b *testing.B) {
+	a, _ := newApp(b, nil)
+	h := a.Handler()
+	for _, target := range []string{"/", "/fib?n=20", "/slow", "/healthz", "/nope"} {
+		b.Run(target, func(b *testing.B) {
+			req := httptest.NewRequest("GET", target, nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				h.ServeHTTP(httptest.NewRecorder(), req)
+			}
+		})
+	}
+}
+
+// BenchmarkFib is the bare recursive workload, the baseline for the stack.
+func BenchmarkFib(b *testing.B) {
+	for b.Loop() {
+		Fib(20)
+	}
+}
