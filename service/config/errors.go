@@ -60,4 +60,3 @@ func parseProblem(pe *envconfig.ParseError) Problem {
 type validationDetail struct{ expected string }
 
 func (v validationDetail) Error() string { return "expected " + v.expected }
-

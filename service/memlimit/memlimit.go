@@ -97,4 +97,3 @@ func Derive(getenv func(string) string, ratio float64) (limit int64, ok bool, er
 	}
 	return int64(float64(cg) * ratio), true, nil
 }
-

@@ -25,7 +25,7 @@ func TestCgroupLimit(t *testing.T) {
 			"/sys/fs/cgroup/system.slice/clusterapp-worker@1.service/memory.high": "max\n",
 		}, 512 << 20},
 		"v2 high below max": {mapFS{
-			"/proc/self/cgroup": "0::/a\n",
+			"/proc/self/cgroup":            "0::/a\n",
 			"/sys/fs/cgroup/a/memory.max":  "1073741824\n",
 			"/sys/fs/cgroup/a/memory.high": "268435456\n",
 		}, 256 << 20},
@@ -34,11 +34,11 @@ func TestCgroupLimit(t *testing.T) {
 			"/sys/fs/cgroup/a/memory.max": "max\n",
 		}, 0},
 		"hybrid v1 memory": {mapFS{
-			"/proc/self/cgroup": "4:memory:/x\n0::/x\n",
+			"/proc/self/cgroup":                             "4:memory:/x\n0::/x\n",
 			"/sys/fs/cgroup/memory/x/memory.limit_in_bytes": "104857600\n",
 		}, 100 << 20},
 		"v1 unlimited": {mapFS{
-			"/proc/self/cgroup": "4:cpu,memory:/x\n",
+			"/proc/self/cgroup":                             "4:cpu,memory:/x\n",
 			"/sys/fs/cgroup/memory/x/memory.limit_in_bytes": "9223372036854771712\n",
 		}, 0},
 	} {
