@@ -1,0 +1,372 @@
+package main
+
+// Process tests: the built binary, driven from outside the way systemd drives
+// it, with a real inherited listening socket (LISTEN_FDS/LISTEN_PID and
+// ExtraFiles) and a real NOTIFY_SOCKET (a unixgram socket in t.TempDir()).
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "clusterapp-bin-")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "clusterapp")
+	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
+	if err != nil {
+		os.RemoveAll(dir)
+		panic("build clusterapp: " + err.Error() + "\n" + string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// notifySocket collects sd_notify messages sent to a real unixgram socket.
+type notifySocket struct {
+	path string
+	mu   sync.Mutex
+	msgs []notifyMsg
+	conn *net.UnixConn
+}
+
+type notifyMsg struct {
+	at   time.Time
+	text string
+}
+
+func newNotifySocket(t *testing.T) *notifySocket {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "notify.sock")
+	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &notifySocket{path: path, conn: c}
+	t.Cleanup(func() { c.Close() })
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			k, err := c.Read(buf)
+			if err != nil {
+				return
+			}
+			n.mu.Lock()
+			n.msgs = append(n.msgs, notifyMsg{time.Now(), string(buf[:k])})
+			n.mu.Unlock()
+		}
+	}()
+	return n
+}
+
+// count returns how many messages contain s, and the time of the last one.
+func (n *notifySocket) count(s string) (int, time.Time) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	c, last := 0, time.Time{}
+	for _, m := range n.msgs {
+		if strings.Contains(m.text, s) {
+			c, last = c+1, m.at
+		}
+	}
+	return c, last
+}
+
+// waitFor waits (bounded) until a message containing s arrived.
+func (n *notifySocket) waitFor(t *testing.T, s string, within time.Duration) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if c, at := n.count(s); c > 0 {
+			return at
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("no %q notification within %v; got %q", s, within, n.all())
+	return time.Time{}
+}
+
+func (n *notifySocket) all() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var s []string
+	for _, m := range n.msgs {
+		s = append(s, m.text)
+	}
+	return s
+}
+
+// sharedSocket is a listening socket the test holds like systemd does.
+type sharedSocket struct {
+	file *os.File
+	addr string
+}
+
+func newSharedSocket(t *testing.T) sharedSocket {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := l.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // f keeps the socket open
+	if err := syscall.SetNonblock(int(f.Fd()), true); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return sharedSocket{file: f, addr: addr}
+}
+
+// proc is a started clusterapp process.
+type proc struct {
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	done   chan struct{}
+	err    error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startWorker runs the binary with the shared socket as fd 3 under socket
+// activation. LISTEN_PID must be the worker's own PID, which only exists once
+// it starts: a shell sets it to $$ and execs the binary, keeping that PID.
+func startWorker(t *testing.T, sock *sharedSocket, n *notifySocket, env ...string) *proc {
+	t.Helper()
+	cmd := exec.Command("/bin/sh", "-c", `LISTEN_PID=$$ exec "$0" serve`, binary)
+	cmd.Env = append([]string{"PATH=/usr/bin:/bin", "CLUSTERAPP_DEBUG_ENDPOINTS=true"}, env...)
+	if sock != nil {
+		cmd.Env = append(cmd.Env, "LISTEN_FDS=1")
+		cmd.ExtraFiles = []*os.File{sock.file}
+	}
+	if n != nil {
+		cmd.Env = append(cmd.Env, "NOTIFY_SOCKET="+n.path)
+	}
+	w := &proc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stderr = w.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { w.err = cmd.Wait(); close(w.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-w.done:
+		default:
+			_ = cmd.Process.Kill() // only the PID this test started
+			<-w.done
+		}
+		if t.Failed() {
+			t.Logf("worker stderr:\n%s", w.stderr)
+		}
+	})
+	return w
+}
+
+// wait waits (bounded) for the worker to exit and returns its exit code.
+func (w *proc) wait(t *testing.T, within time.Duration) int {
+	t.Helper()
+	select {
+	case <-w.done:
+	case <-time.After(within):
+		t.Fatalf("worker still running after %v", within)
+	}
+	return w.cmd.ProcessState.ExitCode()
+}
+
+func (w *proc) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := w.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func get(t *testing.T, url string) (*http.Response, string) {
+	t.Helper()
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func TestReadyOnlyOnceServing(t *testing.T) {
+	sock, n := newSharedSocket(t), newNotifySocket(t)
+	startWorker(t, &sock, n, "CLUSTERAPP_INSTANCE=3")
+	n.waitFor(t, "READY=1", 10*time.Second)
+	// right at READY the worker answers through the inherited socket
+	resp, body := get(t, "http://"+sock.addr+"/")
+	if resp.StatusCode != 200 || body != "Hello World!\n" || resp.Header.Get("X-Worker") != "3" {
+		t.Fatalf("first request after READY: %d %q X-Worker=%q", resp.StatusCode, body, resp.Header.Get("X-Worker"))
+	}
+	if msgs := n.all(); !strings.Contains(msgs[0], "READY=1") || !strings.Contains(msgs[0], "STATUS=serving") {
+		t.Fatalf("first notification %q, want READY=1 with a status line", msgs[0])
+	}
+	n.waitFor(t, "STATUS=serving: 1 requests served", 5*time.Second)
+}
+
+func TestWatchdogPingsStopWhenWedged(t *testing.T) {
+	sock, n := newSharedSocket(t), newNotifySocket(t)
+	w := startWorker(t, &sock, n, "WATCHDOG_USEC=600000") // a probe every 200ms
+	n.waitFor(t, "READY=1", 10*time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for c, _ := n.count("WATCHDOG=1"); c < 3; c, _ = n.count("WATCHDOG=1") {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d watchdog pings from a healthy worker", c)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	go http.Get("http://" + sock.addr + "/debug/hang") // never answered
+	deadlineLog := time.Now().Add(10 * time.Second)
+	for !strings.Contains(w.stderr.String(), "withholding watchdog pings") {
+		if time.Now().After(deadlineLog) {
+			t.Fatalf("the wedged worker never reported its failing probe")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	before, _ := n.count("WATCHDOG=1")
+	time.Sleep(time.Second) // five probe intervals
+	if after, _ := n.count("WATCHDOG=1"); after != before {
+		t.Fatalf("wedged worker kept pinging: %d pings became %d", before, after)
+	}
+}
+
+func TestBadConfigExits78WithOneLine(t *testing.T) {
+	w := startWorker(t, nil, nil, "CLUSTERAPP_SHUTDOWN_TIMEOUT=abc")
+	if code := w.wait(t, 10*time.Second); code != exitConfig {
+		t.Fatalf("exit %d, want %d", code, exitConfig)
+	}
+	out := strings.TrimSpace(w.stderr.String())
+	if strings.Count(out, "\n") != 0 || !strings.Contains(out, `CLUSTERAPP_SHUTDOWN_TIMEOUT="abc"`) || !strings.Contains(out, "expected a duration") {
+		t.Fatalf("stderr %q", out)
+	}
+}
+
+func TestConnectionSocketRefused(t *testing.T) {
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	defer l.Close()
+	c, _ := net.Dial("tcp", l.Addr().String())
+	defer c.Close()
+	f, _ := c.(*net.TCPConn).File()
+	w := startWorker(t, &sharedSocket{file: f}, nil)
+	if code := w.wait(t, 10*time.Second); code == 0 {
+		t.Fatal("worker accepted a connected socket as its listener")
+	}
+	if !strings.Contains(w.stderr.String(), "Accept=yes") {
+		t.Fatalf("stderr %q does not explain the Accept=yes mistake", w.stderr)
+	}
+}
+
+func TestRecycleExitsZero(t *testing.T) {
+	sock, n := newSharedSocket(t), newNotifySocket(t)
+	w := startWorker(t, &sock, n, "CLUSTERAPP_MAX_REQUESTS=5")
+	n.waitFor(t, "READY=1", 10*time.Second)
+	for range 5 {
+		if resp, _ := get(t, "http://"+sock.addr+"/"); resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	if code := w.wait(t, 10*time.Second); code != 0 {
+		t.Fatalf("recycled worker exit %d, want 0", code)
+	}
+	n.waitFor(t, "STOPPING=1", time.Second)
+}
+
+func TestCrashExitsNonZero(t *testing.T) {
+	sock, n := newSharedSocket(t), newNotifySocket(t)
+	w := startWorker(t, &sock, n)
+	n.waitFor(t, "READY=1", 10*time.Second)
+	go http.Get("http://" + sock.addr + "/debug/crash")
+	if code := w.wait(t, 10*time.Second); code == 0 {
+		t.Fatal("/debug/crash exited 0")
+	}
+}
+
+func TestSecondSignalExitsAtOnce(t *testing.T) {
+	sock, n := newSharedSocket(t), newNotifySocket(t)
+	w := startWorker(t, &sock, n, "CLUSTERAPP_DRAIN_IDLE_GRACE=1h", "CLUSTERAPP_SHUTDOWN_TIMEOUT=1h")
+	n.waitFor(t, "READY=1", 10*time.Second)
+	idle, err := net.Dial("tcp", sock.addr) // holds the drain open
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	io.WriteString(idle, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	if _, err := http.ReadResponse(bufio.NewReader(idle), nil); err != nil {
+		t.Fatal(err)
+	}
+	w.signal(t, syscall.SIGTERM)
+	n.waitFor(t, "STOPPING=1", 5*time.Second)
+	select {
+	case <-w.done:
+		t.Fatal("worker exited while a connection was open and the drain timeout is 1h")
+	case <-time.After(300 * time.Millisecond):
+	}
+	w.signal(t, syscall.SIGTERM)
+	if code := w.wait(t, 5*time.Second); code == 0 {
+		t.Fatal("a forced exit reported success")
+	}
+}
+
+func TestStandaloneBindsListenAddress(t *testing.T) {
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := l.Addr().String()
+	l.Close()
+	w := startWorker(t, nil, nil, "CLUSTERAPP_LISTEN="+addr)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c := &http.Client{Timeout: time.Second}
+		resp, err := c.Get("http://" + addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if !strings.HasPrefix(resp.Header.Get("X-Worker"), "pid-") {
+				t.Fatalf("X-Worker %q, want pid-<PID> without CLUSTERAPP_INSTANCE", resp.Header.Get("X-Worker"))
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("standalone worker never answered: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	w.signal(t, syscall.SIGINT)
+	if code := w.wait(t, 10*time.Second); code != 0 {
+		t.Fatalf("exit %d after SIGINT", code)
+	}
+}
