@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -38,7 +39,11 @@ func (e configError) Error() string { return e.err.Error() }
 func (e configError) Unwrap() error { return e.err }
 
 func main() {
-	err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
+	args := os.Args[1:]
+	if filepath.Base(os.Args[0]) == generatorName {
+		args = append([]string{"generator"}, args...)
+	}
+	err := run(context.Background(), args, os.Stdout, os.Stderr)
 	code := 0
 	var ue usageError
 	var ce configError
@@ -68,6 +73,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runServe(ctx, args, stderr)
 	case "config":
 		return runConfig(args, stdout)
+	case "generator":
+		return runGenerator(args, stderr)
 	case "version":
 		_, err := fmt.Fprintln(stdout, "clusterapp", version)
 		return err
@@ -75,7 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		_, err := io.WriteString(stdout, usage)
 		return err
 	}
-	return usageError{fmt.Sprintf("unknown command %q: expected one of serve, config, version, help", name)}
+	return usageError{fmt.Sprintf("unknown command %q: expected one of serve, config, generator, version, help", name)}
 }
 
 const usage = `Usage: clusterapp [COMMAND] [FLAGS]
@@ -87,6 +94,8 @@ Commands:
   config --check FILE   validate an environment file without starting anything
   config --env-template print the commented environment file shipped in /etc/clusterapp
   config --markdown     print the variables as a markdown table
+  generator DIR [E L]   write the units' drop-ins from /etc/clusterapp/clusterapp.env
+                        (run by systemd as /usr/lib/systemd/system-generators/clusterapp-generator)
   version               print the version
   help                  print this help
 

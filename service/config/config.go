@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,6 +28,11 @@ type Config struct {
 	Listen  string `envconfig:"LISTEN" default:"127.0.0.1:8080" desc:"host:port a standalone worker binds; under systemd the generator makes it clusterapp.socket's ListenStream= (the shipped socket listens on port 8080, all addresses)"`
 	Backlog int    `envconfig:"BACKLOG" default:"4096" desc:"listen backlog of clusterapp.socket (Backlog=); keep net.core.somaxconn at least this large"`
 	Workers int    `envconfig:"WORKERS" default:"0" desc:"number of clusterapp-worker@N units the generator starts; 0 means one per CPU"`
+
+	WatchdogSec time.Duration `envconfig:"WATCHDOG_SEC" default:"10s" desc:"the workers' WatchdogSec=: a worker whose health probe fails this long is killed (SIGABRT, stacks in the journal) and restarted"`
+	LimitNOFILE int           `envconfig:"LIMIT_NOFILE" default:"65536" desc:"the workers' LimitNOFILE= (open files, so client connections, per worker); limits.conf does not apply to services"`
+	MemoryHigh  string        `envconfig:"MEMORY_HIGH" default:"" desc:"the workers' MemoryHigh= (throttling threshold), e.g. 512M or 40%; empty means none"`
+	MemoryMax   string        `envconfig:"MEMORY_MAX" default:"" desc:"the workers' MemoryMax= (hard limit, OOM kill above it), e.g. 768M or 50%; empty means none"`
 
 	Instance string `envconfig:"INSTANCE" default:"" desc:"worker name sent in the X-Worker header and metrics; the unit sets it to the instance (%i); empty means pid-<PID>"`
 
@@ -201,6 +207,10 @@ func (c Config) validate(skip map[string]bool) []Problem {
 	check("LISTEN", c.Listen, validListen(c.Listen), "host:port with a port in 1..65535, such as 127.0.0.1:8080 or [::]:80")
 	check("BACKLOG", itoa(c.Backlog), c.Backlog >= 1 && c.Backlog <= 1<<20, "a whole number from 1 to 1048576")
 	check("WORKERS", itoa(c.Workers), c.Workers >= 0 && c.Workers <= 1024, "a whole number from 0 (one per CPU) to 1024")
+	check("WATCHDOG_SEC", formatDuration(c.WatchdogSec), c.WatchdogSec >= time.Second, "a duration of at least 1s, such as 10s")
+	check("LIMIT_NOFILE", itoa(c.LimitNOFILE), c.LimitNOFILE >= 1024 && c.LimitNOFILE <= 1<<30, "a whole number from 1024 to 1073741824")
+	check("MEMORY_HIGH", c.MemoryHigh, validMemory(c.MemoryHigh), "empty, a size such as 512M or 2G, or a percentage such as 40%")
+	check("MEMORY_MAX", c.MemoryMax, validMemory(c.MemoryMax), "empty, a size such as 768M or 2G, or a percentage such as 50%")
 	check("INSTANCE", c.Instance, validInstance(c.Instance), "letters, digits, '.', '_', '-' or '@', at most 64 of them")
 	check("FIB_MAX_N", itoa(c.FibMaxN), c.FibMaxN >= 0 && c.FibMaxN <= 60, "a whole number from 0 to 60")
 	check("READ_HEADER_TIMEOUT", c.ReadHeaderTimeout.String(), c.ReadHeaderTimeout > 0, "a positive duration such as 5s")
@@ -248,3 +258,9 @@ func formatDuration(d time.Duration) string {
 	}
 	return s
 }
+
+var memoryPattern = regexp.MustCompile(`^([0-9]+[KMGT]?|[0-9]{1,2}%|100%|infinity)$`)
+
+// validMemory accepts what systemd's MemoryHigh=/MemoryMax= accept: bytes
+// with an optional K, M, G or T suffix, a percentage, or infinity.
+func validMemory(s string) bool { return s == "" || memoryPattern.MatchString(s) }

@@ -34,6 +34,9 @@ func TestLoadGoodValues(t *testing.T) {
 		{"CLUSTERAPP_DEBUG_ENDPOINTS", "true", func(c Config) bool { return c.DebugEndpoints }},
 		{"CLUSTERAPP_INSTANCE", "7", func(c Config) bool { return c.Instance == "7" }},
 		{"CLUSTERAPP_MEMORY_LIMIT_RATIO", "1", func(c Config) bool { return c.MemoryLimitRatio == 1 }},
+		{"CLUSTERAPP_MEMORY_MAX", "768M", func(c Config) bool { return c.MemoryMax == "768M" }},
+		{"CLUSTERAPP_MEMORY_HIGH", "40%", func(c Config) bool { return c.MemoryHigh == "40%" }},
+		{"CLUSTERAPP_WATCHDOG_SEC", "2s", func(c Config) bool { return c.WatchdogSec == 2*time.Second }},
 	} {
 		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
 			t.Setenv(tc.key, tc.value)
@@ -67,6 +70,10 @@ func TestLoadBadValues(t *testing.T) {
 		{"CLUSTERAPP_INSTANCE", "a b", "letters, digits"},
 		{"CLUSTERAPP_MEMORY_LIMIT_RATIO", "1.5", "at most 1"},
 		{"CLUSTERAPP_READ_HEADER_TIMEOUT", "0", "a positive duration"},
+		{"CLUSTERAPP_WATCHDOG_SEC", "100ms", "at least 1s"},
+		{"CLUSTERAPP_LIMIT_NOFILE", "10", "from 1024"},
+		{"CLUSTERAPP_MEMORY_MAX", "lots", "a size such as"},
+		{"CLUSTERAPP_MEMORY_HIGH", "150%", "a percentage"},
 	} {
 		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
 			t.Setenv(tc.key, tc.value)
