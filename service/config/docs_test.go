@@ -1,0 +1,28 @@
+package config
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestREADMETableIsCurrent fails when README.md's variable table differs from
+// the code; `make docs` regenerates it.
+func TestREADMETableIsCurrent(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "<!-- vars:begin -->\n")
+	table, _, ok2 := strings.Cut(rest, "<!-- vars:end -->")
+	if !ok || !ok2 {
+		t.Fatal("README.md lacks the <!-- vars:begin --> / <!-- vars:end --> markers")
+	}
+	var want strings.Builder
+	if err := WriteMarkdown(&want); err != nil {
+		t.Fatal(err)
+	}
+	if table != want.String() {
+		t.Fatal("README.md's variable table is stale: run `make docs`")
+	}
+}
