@@ -7,6 +7,7 @@ package systemd_test
 // inside the box. Nothing here touches the host's units or network.
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -107,8 +108,14 @@ func newBox(t *testing.T, env string) *box {
 	return b
 }
 
+// commandTimeout bounds every sandbox command, so a wedged box fails its
+// test instead of hanging the suite.
+const commandTimeout = 2 * time.Minute
+
 func sandbox(args ...string) (string, error) {
-	cmd := exec.Command(filepath.Join(repoRoot, "scripts", "sandbox"), args...)
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(repoRoot, "scripts", "sandbox"), args...)
 	cmd.Env = append(os.Environ(), "CLUSTERAPP_SANDBOX_SRC="+srcRoot)
 	out, err := cmd.CombinedOutput()
 	return string(out), err

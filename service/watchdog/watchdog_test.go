@@ -57,14 +57,19 @@ func TestNoPingWhenProbeFails(t *testing.T) {
 
 func TestWedgedProbeStopsPingsUntilItReturns(t *testing.T) {
 	release := make(chan struct{})
+	started := make(chan struct{}, 1)
 	var calls atomic.Int32
 	p, pings, clk, hook := newPinger(func(context.Context) error {
 		calls.Add(1)
+		started <- struct{}{}
 		<-release // a handler stuck on a lock ignores its context
 		return nil
 	})
-	clk.deadline <- time.Now() // the deadline passes
-	if err := p.Tick(context.Background()); !errors.Is(err, ErrProbeTimeout) {
+	first := make(chan error)
+	go func() { first <- p.Tick(context.Background()) }()
+	<-started
+	clk.deadline <- time.Now() // the deadline passes while the probe is stuck
+	if err := <-first; !errors.Is(err, ErrProbeTimeout) {
 		t.Fatalf("first tick: %v, want timeout", err)
 	}
 	// the stuck probe is not started again
@@ -78,6 +83,7 @@ func TestWedgedProbeStopsPingsUntilItReturns(t *testing.T) {
 	for p.probing.Load() {
 		time.Sleep(time.Millisecond)
 	}
+	go func() { <-started }() // the next probe passes at once
 	if err := p.Tick(context.Background()); err != nil {
 		t.Fatalf("after recovery: %v", err)
 	}

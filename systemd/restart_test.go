@@ -1,0 +1,58 @@
+package systemd_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// Scenario 5: `systemctl restart` of one worker under keep-alive load fails
+// no request: the old process drains (Connection: close on its remaining
+// responses), the socket stays open, the clients reconnect to the others.
+func TestRestartOneWorkerUnderKeepAliveLoad(t *testing.T) {
+	b := newBox(t, "CLUSTERAPP_WORKERS=2\n")
+	b.start(2)
+	wait := b.loadAsync("/fib?n=15", "-c", "32", "-d", "5s")
+	time.Sleep(time.Second)
+	for _, unit := range b.workerUnits(2) {
+		old := b.mainPID(unit)
+		b.must("systemctl", "restart", unit)
+		if pid := b.mainPID(unit); pid == old || !b.allActive(unit) {
+			t.Fatalf("%s not restarted: pid %d -> %d", unit, old, pid)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	res := wait()
+	t.Logf("restarting each worker in turn: %d requests, %d failed, p99 %v, max %v", res.Requests, res.Errors(), res.Latency.P99, res.Latency.Max)
+	if res.Errors() != 0 || res.OK != res.Requests {
+		t.Fatalf("%d of %d requests failed across the restarts: %v", res.Errors(), res.Requests, res.ErrorSamples)
+	}
+}
+
+// Scenario 5, measured: restarting the whole target at once. Every worker
+// stops together, so connections wait in the backlog until the new ones are
+// ready; the test reports what that costs and requires no refused connection.
+func TestRestartWholeTargetCost(t *testing.T) {
+	b := newBox(t, "CLUSTERAPP_WORKERS=2\n")
+	b.start(2)
+	baseline := b.load("/fib?n=15", "-c", "32", "-d", "2s")
+	wait := b.loadAsync("/fib?n=15", "-c", "32", "-d", "4s")
+	time.Sleep(time.Second)
+	start := time.Now()
+	b.must("systemctl", "restart", "clusterapp.target")
+	took := time.Since(start)
+	b.eventually(10*time.Second, "pool back", func() bool { return b.allActive(b.workerUnits(2)...) })
+	res := wait()
+	t.Logf("baseline: %.0f req/s, p99 %v, max %v", baseline.Throughput, baseline.Latency.P99, baseline.Latency.Max)
+	t.Logf("restart of clusterapp.target took %v: %d requests, %d failed (connect %d, read %d), %.0f req/s, p99 %v, max %v",
+		took.Round(time.Millisecond), res.Requests, res.Errors(), res.ConnectErrors, res.ReadErrors, res.Throughput, res.Latency.P99, res.Latency.Max)
+	if res.ConnectErrors != 0 {
+		t.Fatalf("%d connections refused during the target restart", res.ConnectErrors)
+	}
+	if res.Errors() != 0 {
+		t.Errorf("the target restart failed %d requests: %v", res.Errors(), res.ErrorSamples)
+	}
+	if !strings.Contains(b.must("systemctl", "is-active", "clusterapp.socket"), "active") {
+		t.Fatal("socket not active after the target restart")
+	}
+}
