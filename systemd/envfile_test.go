@@ -1,6 +1,7 @@
 package systemd_test
 
 import (
+	"github.com/clusterapp/clusterapp/systemd/sandbox"
 	"strings"
 	"testing"
 	"time"
@@ -11,35 +12,35 @@ import (
 // client waits in the backlog, it is not refused); fixing the file and
 // restarting recovers, and the waiting client is served.
 func TestBadEnvFileThenFix(t *testing.T) {
-	b := newBox(t, "CLUSTERAPP_WORKERS=2\n")
-	b.start(2)
-	b.writeFile("/etc/clusterapp/clusterapp.env", "CLUSTERAPP_WORKERS=2\nCLUSTERAPP_SHUTDOWN_TIMEOUT=abc\n")
-	b.must("systemctl", "daemon-reload")
+	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=2\n"})
+	b.Start(2)
+	b.WriteFile("/etc/clusterapp/clusterapp.env", "CLUSTERAPP_WORKERS=2\nCLUSTERAPP_SHUTDOWN_TIMEOUT=abc\n")
+	b.Must("systemctl", "daemon-reload")
 	// --no-block: the restart job would wait for workers that can never start.
-	b.must("systemctl", "restart", "--no-block", "clusterapp.target")
-	b.eventually(10*time.Second, "refusal in the journal", func() bool {
-		j := b.must("journalctl", "-b", "--no-pager", "-o", "cat", "-u", "clusterapp-worker@1.service")
+	b.Must("systemctl", "restart", "--no-block", "clusterapp.target")
+	b.Eventually(10*time.Second, "refusal in the journal", func() bool {
+		j := b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-u", "clusterapp-worker@1.service")
 		return strings.Contains(j, `invalid configuration: CLUSTERAPP_SHUTDOWN_TIMEOUT="abc" is invalid: expected a duration such as 500ms, 30s or 1m30s`)
 	})
-	if b.allActive("clusterapp-worker@1.service") {
+	if b.AllActive("clusterapp-worker@1.service") {
 		t.Fatal("a worker is active with an invalid environment file")
 	}
-	if state := b.show("clusterapp.socket", "ActiveState"); state != "active" {
+	if state := b.Show("clusterapp.socket", "ActiveState"); state != "active" {
 		t.Fatalf("socket %s with a bad environment file", state)
 	}
 	// A client connects now: the kernel queues it, nobody refuses it.
 	waiting := make(chan string, 1)
 	go func() {
-		out, err := b.curl("/")
+		out, err := b.Curl("/")
 		if err != nil {
 			out += " " + err.Error()
 		}
 		waiting <- out
 	}()
 	time.Sleep(time.Second)
-	b.writeFile("/etc/clusterapp/clusterapp.env", "CLUSTERAPP_WORKERS=2\nCLUSTERAPP_SHUTDOWN_TIMEOUT=5s\n")
-	b.must("systemctl", "daemon-reload")
-	b.must("systemctl", "restart", "clusterapp.target")
+	b.WriteFile("/etc/clusterapp/clusterapp.env", "CLUSTERAPP_WORKERS=2\nCLUSTERAPP_SHUTDOWN_TIMEOUT=5s\n")
+	b.Must("systemctl", "daemon-reload")
+	b.Must("systemctl", "restart", "clusterapp.target")
 	select {
 	case out := <-waiting:
 		if !strings.HasPrefix(out, "200 ") {
@@ -48,5 +49,5 @@ func TestBadEnvFileThenFix(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the waiting client was never served")
 	}
-	b.eventually(10*time.Second, "pool back", func() bool { return b.allActive(b.workerUnits(2)...) })
+	b.Eventually(10*time.Second, "pool back", func() bool { return b.AllActive(b.WorkerUnits(2)...) })
 }

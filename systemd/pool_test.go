@@ -2,6 +2,7 @@ package systemd_test
 
 import (
 	"fmt"
+	"github.com/clusterapp/clusterapp/systemd/sandbox"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -14,15 +15,15 @@ import (
 // CPU is active; all serve from the same socket; systemctl status shows their
 // STATUS lines.
 func TestPoolOneWorkerPerCPU(t *testing.T) {
-	b := newBox(t, "")
+	b := sandbox.New(t, sandbox.Options{})
 	n := runtime.NumCPU()
-	b.start(n)
-	if got := b.activeWorkers(); len(got) != n {
+	b.Start(n)
+	if got := b.ActiveWorkers(); len(got) != n {
 		t.Fatalf("active workers %v, want %d (one per CPU)", got, n)
 	}
 	// New connection per request: which worker accepts is up to the kernel,
 	// so over 3000 connections every worker takes some.
-	res := b.load("/", "-c", "8", "-n", "3000", "-d", "60s", "-keepalive=false")
+	res := b.Load("/", "-c", "8", "-n", "3000", "-d", "60s", "-keepalive=false")
 	if res.Errors() != 0 || res.OK != 3000 {
 		t.Fatalf("load: %d ok, errors %v", res.OK, res.ErrorSamples)
 	}
@@ -31,7 +32,7 @@ func TestPoolOneWorkerPerCPU(t *testing.T) {
 			t.Errorf("worker %d served nothing: %v", i, res.ByHeader)
 		}
 	}
-	status := b.must("systemctl", "status", "--no-pager", "clusterapp-worker@1.service")
+	status := b.Must("systemctl", "status", "--no-pager", "clusterapp-worker@1.service")
 	if !regexp.MustCompile(`Status: "serving: \d+ requests served`).MatchString(status) {
 		t.Fatalf("systemctl status lacks the worker's STATUS line:\n%s", status)
 	}
@@ -42,13 +43,13 @@ func TestPoolOneWorkerPerCPU(t *testing.T) {
 
 // Scenario 1, configured: CLUSTERAPP_WORKERS=3 in the environment file.
 func TestPoolSizeFromEnvFile(t *testing.T) {
-	b := newBox(t, "CLUSTERAPP_WORKERS=3\n")
-	b.start(3)
+	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=3\n"})
+	b.Start(3)
 	time.Sleep(300 * time.Millisecond) // a fourth worker would have started by now
-	if got := b.activeWorkers(); len(got) != 3 {
+	if got := b.ActiveWorkers(); len(got) != 3 {
 		t.Fatalf("active workers %v, want 3", got)
 	}
-	res := b.load("/", "-c", "8", "-n", "3000", "-d", "60s", "-keepalive=false")
+	res := b.Load("/", "-c", "8", "-n", "3000", "-d", "60s", "-keepalive=false")
 	if res.Errors() != 0 || len(res.ByHeader) != 3 {
 		t.Fatalf("load: errors %v, by worker %v (want 3 workers serving)", res.ErrorSamples, res.ByHeader)
 	}
@@ -57,12 +58,12 @@ func TestPoolSizeFromEnvFile(t *testing.T) {
 // Scenario 7: every shipped unit passes systemd-analyze verify where it is
 // installed, and the worker's exposure is at most 2.0.
 func TestUnitsVerifyAndHardening(t *testing.T) {
-	b := newBox(t, "")
-	out, err := b.run("systemd-analyze", "verify", "clusterapp.socket", "clusterapp.target", "clusterapp-worker@1.service")
+	b := sandbox.New(t, sandbox.Options{})
+	out, err := b.Run("systemd-analyze", "verify", "clusterapp.socket", "clusterapp.target", "clusterapp-worker@1.service")
 	if err != nil || strings.TrimSpace(out) != "" {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
 	}
-	out, err = b.run("systemd-analyze", "security", "--threshold=20", "--no-pager", "clusterapp-worker@1.service")
+	out, err = b.Run("systemd-analyze", "security", "--threshold=20", "--no-pager", "clusterapp-worker@1.service")
 	m := regexp.MustCompile(`Overall exposure level for \S+: (\d+\.\d)`).FindStringSubmatch(out)
 	if err != nil || m == nil {
 		t.Fatalf("systemd-analyze security: %v\n%s", err, out)
@@ -76,17 +77,17 @@ func TestUnitsVerifyAndHardening(t *testing.T) {
 // Scenario 8: the file-descriptor limit the unit sets is in effect in
 // /proc/PID/limits, or, where the sandbox caps it, the cap is.
 func TestFileLimitInEffect(t *testing.T) {
-	b := newBox(t, "CLUSTERAPP_WORKERS=1\n")
-	b.start(1)
+	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=1\n"})
+	b.Start(1)
 	want := 65536
 	// The box's PID 1 cannot raise a hard limit above its own (no
 	// CAP_SYS_RESOURCE here); systemd then applies the largest it may.
-	if hard := limit(t, b.must("cat", "/proc/1/limits"), true); hard < want {
+	if hard := limit(t, b.Must("cat", "/proc/1/limits"), true); hard < want {
 		t.Logf("the sandbox caps open files at %d (its PID 1's hard limit); LimitNOFILE=%d is clamped to it", hard, want)
 		want = hard
 	}
-	pid := b.mainPID("clusterapp-worker@1.service")
-	if got := limit(t, b.must("cat", fmt.Sprintf("/proc/%d/limits", pid)), false); got != want {
+	pid := b.MainPID("clusterapp-worker@1.service")
+	if got := limit(t, b.Must("cat", fmt.Sprintf("/proc/%d/limits", pid)), false); got != want {
 		t.Fatalf("worker's open-file soft limit %d, want %d", got, want)
 	}
 }
@@ -114,17 +115,30 @@ func limit(t *testing.T, limits string, hard bool) int {
 // Scenario 9: stopping the target and the socket leaves no worker process
 // and no listening socket.
 func TestStopLeavesNothing(t *testing.T) {
-	b := newBox(t, "")
-	b.start(runtime.NumCPU())
-	b.must("systemctl", "stop", "clusterapp.target", "clusterapp.socket")
-	b.eventually(30*time.Second, "no worker active", func() bool { return len(b.activeWorkers()) == 0 })
-	if ps := b.must("ps", "-eo", "pid,args"); strings.Contains(ps, "/usr/bin/clusterapp serve") {
+	b := sandbox.New(t, sandbox.Options{})
+	b.Start(runtime.NumCPU())
+	b.Must("systemctl", "stop", "clusterapp.target", "clusterapp.socket")
+	b.Eventually(30*time.Second, "no worker active", func() bool { return len(b.ActiveWorkers()) == 0 })
+	if ps := b.Must("ps", "-eo", "pid,args"); strings.Contains(ps, "/usr/bin/clusterapp serve") {
 		t.Fatalf("worker processes left:\n%s", ps)
 	}
-	if ss := b.must("ss", "-Hltn", "sport = :8080"); ss != "" {
+	if ss := b.Must("ss", "-Hltn", "sport = :8080"); ss != "" {
 		t.Fatalf("still listening after stop:\n%s", ss)
 	}
-	if out, err := b.curl("/"); err == nil {
+	if out, err := b.Curl("/"); err == nil {
 		t.Fatalf("a request succeeded after stop: %s", out)
+	}
+}
+
+// `systemctl enable clusterapp.socket` hooks the socket into sockets.target,
+// so it listens from boot on.
+func TestEnableStartsAtBoot(t *testing.T) {
+	b := sandbox.New(t, sandbox.Options{})
+	b.Must("systemctl", "enable", "clusterapp.socket")
+	if got := b.Must("systemctl", "is-enabled", "clusterapp.socket"); got != "enabled" {
+		t.Fatalf("is-enabled = %q", got)
+	}
+	if deps := b.Must("systemctl", "list-dependencies", "--plain", "--no-pager", "sockets.target"); !strings.Contains(deps, "clusterapp.socket") {
+		t.Fatalf("sockets.target does not pull in clusterapp.socket:\n%s", deps)
 	}
 }

@@ -1,6 +1,7 @@
 package systemd_test
 
 import (
+	"github.com/clusterapp/clusterapp/systemd/sandbox"
 	"strings"
 	"testing"
 	"time"
@@ -10,14 +11,14 @@ import (
 // no request: the old process drains (Connection: close on its remaining
 // responses), the socket stays open, the clients reconnect to the others.
 func TestRestartOneWorkerUnderKeepAliveLoad(t *testing.T) {
-	b := newBox(t, "CLUSTERAPP_WORKERS=2\n")
-	b.start(2)
-	wait := b.loadAsync("/fib?n=15", "-c", "32", "-d", "5s")
+	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=2\n"})
+	b.Start(2)
+	wait := b.LoadAsync("/fib?n=15", "-c", "32", "-d", "5s")
 	time.Sleep(time.Second)
-	for _, unit := range b.workerUnits(2) {
-		old := b.mainPID(unit)
-		b.must("systemctl", "restart", unit)
-		if pid := b.mainPID(unit); pid == old || !b.allActive(unit) {
+	for _, unit := range b.WorkerUnits(2) {
+		old := b.MainPID(unit)
+		b.Must("systemctl", "restart", unit)
+		if pid := b.MainPID(unit); pid == old || !b.AllActive(unit) {
 			t.Fatalf("%s not restarted: pid %d -> %d", unit, old, pid)
 		}
 		time.Sleep(500 * time.Millisecond)
@@ -33,15 +34,15 @@ func TestRestartOneWorkerUnderKeepAliveLoad(t *testing.T) {
 // stops together, so connections wait in the backlog until the new ones are
 // ready; the test reports what that costs and requires no refused connection.
 func TestRestartWholeTargetCost(t *testing.T) {
-	b := newBox(t, "CLUSTERAPP_WORKERS=2\n")
-	b.start(2)
-	baseline := b.load("/fib?n=15", "-c", "32", "-d", "2s")
-	wait := b.loadAsync("/fib?n=15", "-c", "32", "-d", "4s")
+	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=2\n"})
+	b.Start(2)
+	baseline := b.Load("/fib?n=15", "-c", "32", "-d", "2s")
+	wait := b.LoadAsync("/fib?n=15", "-c", "32", "-d", "4s")
 	time.Sleep(time.Second)
 	start := time.Now()
-	b.must("systemctl", "restart", "clusterapp.target")
+	b.Must("systemctl", "restart", "clusterapp.target")
 	took := time.Since(start)
-	b.eventually(10*time.Second, "pool back", func() bool { return b.allActive(b.workerUnits(2)...) })
+	b.Eventually(10*time.Second, "pool back", func() bool { return b.AllActive(b.WorkerUnits(2)...) })
 	res := wait()
 	t.Logf("baseline: %.0f req/s, p99 %v, max %v", baseline.Throughput, baseline.Latency.P99, baseline.Latency.Max)
 	t.Logf("restart of clusterapp.target took %v: %d requests, %d failed (connect %d, read %d), %.0f req/s, p99 %v, max %v",
@@ -52,7 +53,7 @@ func TestRestartWholeTargetCost(t *testing.T) {
 	if res.Errors() != 0 {
 		t.Errorf("the target restart failed %d requests: %v", res.Errors(), res.ErrorSamples)
 	}
-	if !strings.Contains(b.must("systemctl", "is-active", "clusterapp.socket"), "active") {
+	if !strings.Contains(b.Must("systemctl", "is-active", "clusterapp.socket"), "active") {
 		t.Fatal("socket not active after the target restart")
 	}
 }

@@ -1,0 +1,14 @@
+package systemd_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/clusterapp/clusterapp/systemd/sandbox"
+)
+
+func TestMain(m *testing.M) {
+	wd, _ := os.Getwd()
+	sandbox.Main(m, filepath.Dir(wd))
+}
