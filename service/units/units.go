@@ -1,0 +1,173 @@
+package units
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The units clusterapp ships.
+const (
+	Socket        = "clusterapp.socket"
+	Target        = "clusterapp.target"
+	WorkerPattern = "clusterapp-worker@*.service"
+)
+
+// Sentinel errors for the preconditions every operator command shares.
+var (
+	ErrNotRoot      = errors.New("units: must run as root (systemd's private socket /run/systemd/private is root-only)")
+	ErrNoSystemd    = errors.New("units: systemd is not running on this machine (no /run/systemd/system)")
+	ErrNotInstalled = errors.New("units: clusterapp's units are not installed (clusterapp.socket not found; see README, \"Installing the units\")")
+)
+
+// WorkerUnit names instance n.
+func WorkerUnit(n int) string { return fmt.Sprintf("clusterapp-worker@%d.service", n) }
+
+// Instance returns the instance number of a worker unit name.
+func Instance(unit string) (int, bool) {
+	s, ok := strings.CutPrefix(unit, "clusterapp-worker@")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(strings.TrimSuffix(s, ".service"))
+	return n, err == nil && n >= 0
+}
+
+// Worker is one worker unit as systemd reports it.
+type Worker struct {
+	Unit        string `json:"unit"`
+	Instance    int    `json:"instance"`
+	ActiveState string `json:"active_state"`
+	SubState    string `json:"sub_state"`
+	// Result is the unit's last result ("success", "exit-code", "watchdog", ...).
+	Result   string    `json:"result"`
+	PID      int       `json:"pid"`
+	Started  time.Time `json:"started"` // zero when not running
+	Restarts int       `json:"restarts"`
+	// MemoryBytes and CPU are nil when systemd has no value (no controller).
+	MemoryBytes *uint64        `json:"memory_bytes"`
+	CPU         *time.Duration `json:"cpu_ns"`
+	StatusText  string         `json:"status_text"`
+	// LimitNOFILE is the soft open-file limit the unit asks for.
+	LimitNOFILE uint64 `json:"limit_nofile"`
+}
+
+// Active reports whether the worker is up (active, or reloading).
+func (w Worker) Active() bool { return w.ActiveState == "active" || w.ActiveState == "reloading" }
+
+// SocketState is clusterapp.socket as systemd reports it.
+type SocketState struct {
+	LoadState   string   `json:"load_state"`
+	ActiveState string   `json:"active_state"`
+	SubState    string   `json:"sub_state"`
+	Listen      []string `json:"listen"` // as systemd prints them, e.g. "[::]:8080"
+	Backlog     int      `json:"backlog"`
+}
+
+// Preflight checks what every operator command needs before dialing:
+// root, and systemd running as the service manager.
+func Preflight() error {
+	if os.Geteuid() != 0 {
+		return ErrNotRoot
+	}
+	if _, err := os.Stat("/run/systemd/system"); err != nil {
+		return ErrNoSystemd
+	}
+	return nil
+}
+
+// SortWorkers orders workers by instance number.
+func SortWorkers(ws []Worker) {
+	sort.Slice(ws, func(i, j int) bool { return ws[i].Instance < ws[j].Instance })
+}
+
+// statusPattern matches the worker's STATUS= line (cmd/clusterapp/serve.go).
+var statusPattern = regexp.MustCompile(`^serving: (\d+) requests served, (\d+) in flight, (\d+) connections open`)
+
+// Load is what a worker reports about itself in its STATUS= line.
+type Load struct {
+	Served, InFlight, Connections int
+}
+
+// ParseStatusText reads "serving: N requests served, M in flight, K
+// connections open". ok is false for any other text (starting, draining,
+// another program), which callers show as it is.
+func ParseStatusText(text string) (l Load, ok bool) {
+	m := statusPattern.FindStringSubmatch(text)
+	if m == nil {
+		return Load{}, false
+	}
+	l.Served, _ = strconv.Atoi(m[1]) // the pattern admits digits only
+	l.InFlight, _ = strconv.Atoi(m[2])
+	l.Connections, _ = strconv.Atoi(m[3])
+	return l, true
+}
+
+// workerFromProps builds a Worker from a unit's D-Bus properties (the Unit
+// and Service interfaces merged). Missing properties leave zero values.
+func workerFromProps(unit string, p map[string]any) Worker {
+	n, _ := Instance(unit)
+	w := Worker{
+		Unit: unit, Instance: n,
+		ActiveState: str(p["ActiveState"]), SubState: str(p["SubState"]), Result: str(p["Result"]),
+		PID: int(num(p["MainPID"])), Restarts: int(num(p["NRestarts"])),
+		StatusText: str(p["StatusText"]), LimitNOFILE: num(p["LimitNOFILESoft"]),
+	}
+	if us := num(p["ExecMainStartTimestamp"]); us > 0 && w.PID > 0 {
+		w.Started = time.UnixMicro(int64(us))
+	}
+	if v, ok := counter(p["MemoryCurrent"]); ok {
+		w.MemoryBytes = &v
+	}
+	if v, ok := counter(p["CPUUsageNSec"]); ok {
+		d := time.Duration(v)
+		w.CPU = &d
+	}
+	return w
+}
+
+func socketFromProps(p map[string]any) SocketState {
+	s := SocketState{
+		LoadState: str(p["LoadState"]), ActiveState: str(p["ActiveState"]), SubState: str(p["SubState"]),
+		Backlog: int(num(p["Backlog"])),
+	}
+	// Listen is a(ss): (type, address) pairs.
+	if pairs, ok := p["Listen"].([][]any); ok {
+		for _, pair := range pairs {
+			if len(pair) == 2 {
+				s.Listen = append(s.Listen, str(pair[1]))
+			}
+		}
+	}
+	return s
+}
+
+// counter returns a cgroup accounting value; systemd reports "no value" as
+// the maximum of the type (UINT64_MAX).
+func counter(v any) (uint64, bool) {
+	u, ok := v.(uint64)
+	return u, ok && u != math.MaxUint64
+}
+
+func str(v any) string { s, _ := v.(string); return s }
+
+// num widens the unsigned integer types godbus decodes into.
+func num(v any) uint64 {
+	switch n := v.(type) {
+	case uint32:
+		return uint64(n)
+	case uint64:
+		return n
+	case int32:
+		return uint64(max(n, 0))
+	case int64:
+		return uint64(max(n, 0))
+	}
+	return 0
+}
