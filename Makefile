@@ -4,10 +4,11 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 BIN     := bin
+DIST    := dist
 # Every test run is bounded; the integration tests boot real systemd.
 TEST_TIMEOUT ?= 30m
 
-.PHONY: help build test test-unit test-integration run check fmt vet tidy units docs clean
+.PHONY: help build test test-unit test-integration run check fmt vet tidy units docs package deb rpm clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -59,6 +60,16 @@ docs: build ## regenerate the variable table in README.md
 	@$(BIN)/clusterapp config --markdown > .vars.md && \
 	  awk 'BEGIN{while((getline l < ".vars.md")>0) t=t l "\n"} /<!-- vars:begin -->/{print; printf "%s", t; skip=1; next} /<!-- vars:end -->/{skip=0} !skip' README.md > README.md.new && \
 	  mv README.md.new README.md && rm -f .vars.md
+
+# packaging/build generates the environment file from the binary and runs nfpm (go tool nfpm).
+package: build ## build $(DIST)/*.deb and $(DIST)/*.rpm (version from git describe; packaging/README.md)
+	VERSION='$(VERSION)' packaging/build $(BIN) $(DIST) deb rpm
+
+deb: build ## build $(DIST)/*.deb only
+	VERSION='$(VERSION)' packaging/build $(BIN) $(DIST) deb
+
+rpm: build ## build $(DIST)/*.rpm only
+	VERSION='$(VERSION)' packaging/build $(BIN) $(DIST) rpm
 
 clean: ## remove build output
 	rm -rf $(BIN) dist
