@@ -2,7 +2,8 @@
 //
 // Every clusterapp-worker@N.service runs `clusterapp serve` (the default
 // subcommand) on the listening socket systemd passes it. Other subcommands
-// inspect the configuration without starting anything.
+// inspect the configuration without starting anything; status, reload,
+// scale, logs and doctor operate the pool through systemd (D-Bus, journal).
 package main
 
 import (
@@ -75,6 +76,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runConfig(args, stdout)
 	case "generator":
 		return runGenerator(args, stderr)
+	case "status":
+		return runStatus(ctx, args, stdout)
+	case "reload":
+		return runReload(ctx, args, stdout)
+	case "scale":
+		return runScale(ctx, args, stdout)
+	case "logs":
+		return runLogs(ctx, args, stdout)
+	case "doctor":
+		return runDoctor(ctx, args, stdout)
 	case "version":
 		_, err := fmt.Fprintln(stdout, "clusterapp", version)
 		return err
@@ -82,7 +93,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		_, err := io.WriteString(stdout, usage)
 		return err
 	}
-	return usageError{fmt.Sprintf("unknown command %q: expected one of serve, config, generator, version, help", name)}
+	return usageError{fmt.Sprintf("unknown command %q: expected one of serve, config, generator, status, reload, scale, logs, doctor, version, help", name)}
 }
 
 const usage = `Usage: clusterapp [COMMAND] [FLAGS]
@@ -96,6 +107,17 @@ Commands:
   config --markdown     print the variables as a markdown table
   generator DIR [E L]   write the units' drop-ins from /etc/clusterapp/clusterapp.env
                         (run by systemd as /usr/lib/systemd/system-generators/clusterapp-generator)
+  status [--json]       one line per worker (state, PID, uptime, restarts, memory, CPU,
+                        requests served and in flight) and the socket's accept queue
+  reload [--max-unavailable K]
+                        rolling restart, K workers at a time (default 1), each waiting
+                        for the new process's READY=1; stops at the first failure
+  scale N               set CLUSTERAPP_WORKERS=N in the env file and start or drain
+                        only the instances that change
+  logs [-f] [--worker N] [--since TIME] [-n N]
+                        the workers' journal, merged, each line naming its worker
+  doctor                check that the configuration is in effect (sysctls, limits,
+                        socket, workers, hardening); exit 1 with fixes when not
   version               print the version
   help                  print this help
 

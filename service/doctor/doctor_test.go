@@ -22,7 +22,7 @@ func healthy() Facts {
 			{Unit: units.WorkerUnit(2), Instance: 2, ActiveState: "active", PID: 11, LimitNOFILE: 65536},
 		},
 		Socket:    units.SocketState{LoadState: "loaded", ActiveState: "active", SubState: "listening", Listen: []string{"[::]:8080"}, Backlog: 4096},
-		Listeners: []sockstat.Listener{{Addr: netip.MustParseAddrPort("[::]:8080"), Backlog: 4096}},
+		Listeners: []sockstat.Listener{{Addr: netip.MustParseAddrPort("[::]:8080")}},
 		Somaxconn: 4096, PortRange: [2]int{32768, 60999},
 		OpenFiles: map[int]int{10: 65536, 11: 65536}, ManagerHardNOFILE: 524288,
 		WorkerProps: props,
@@ -57,7 +57,6 @@ func TestGaps(t *testing.T) {
 		change      func(*Facts)
 	}{
 		{"somaxconn below backlog", "somaxconn", Problem, "sysctl -w net.core.somaxconn=4096", func(f *Facts) { f.Somaxconn = 128 }},
-		{"socket clamped at listen time", "somaxconn", Problem, "systemctl restart clusterapp.socket", func(f *Facts) { f.Listeners[0].Backlog = 128 }},
 		{"socket stopped", "socket", Problem, "systemctl enable --now clusterapp.socket", func(f *Facts) { f.Socket.ActiveState = "inactive"; f.Listeners = nil }},
 		{"narrow port range", "port range", Problem, "ip_local_port_range", func(f *Facts) { f.PortRange = [2]int{60000, 60999} }},
 		{"listen port in the range", "port range", Warning, "ip_reserved_ports=8080", func(f *Facts) { f.PortRange = [2]int{1024, 65535} }},

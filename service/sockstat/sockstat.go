@@ -1,15 +1,17 @@
 // Package sockstat reads the kernel's view of listening TCP sockets and of
 // the listen-queue counters, from /proc/net, without netlink.
 //
-// For a socket in LISTEN state, /proc/net/tcp and /proc/net/tcp6 reuse two
-// columns: tx_queue is the socket's effective backlog (sk_max_ack_backlog:
-// the Backlog= systemd asked for, already clamped by net.core.somaxconn)
-// and rx_queue is the number of established connections waiting in the
-// accept queue right now (sk_ack_backlog). That is what `ss -lt` prints as
-// Send-Q and Recv-Q. We read the text files rather than asking
-// NETLINK_SOCK_DIAG because they need no privilege, no extra dependency, and
-// their format has been stable since Linux 2.6; the cost is a linear scan,
-// which is fine for an operator command.
+// For a socket in LISTEN state, the rx_queue column of /proc/net/tcp and
+// /proc/net/tcp6 is the number of established connections waiting in the
+// accept queue right now (sk_ack_backlog, what `ss -lt` prints as Recv-Q).
+// The queue's limit (sk_max_ack_backlog, `ss`'s Send-Q) is NOT there:
+// tx_queue stays the send-queue byte count, 0 for a listener (measured in
+// the sandbox; get_tcp4_sock and get_tcp6_sock only special-case rx_queue).
+// Only NETLINK_SOCK_DIAG reports the limit. We read the text files anyway:
+// they need no privilege and no netlink code, their format has been stable
+// since Linux 2.6, and the limit is knowable without them (the socket's
+// Backlog= capped by net.core.somaxconn when it started listening). The cost
+// is a linear scan, fine for an operator command.
 //
 // The files describe the network namespace of the reading process: run the
 // command in the namespace systemd bound the socket in (normally the host's).
@@ -38,8 +40,6 @@ const tcpListen = "0A"
 // Listener is one listening TCP socket.
 type Listener struct {
 	Addr netip.AddrPort
-	// Backlog is the effective accept-queue limit (tx_queue).
-	Backlog int
 	// Queued is the number of connections waiting to be accepted (rx_queue).
 	Queued int
 	Inode  uint64
@@ -69,17 +69,16 @@ func parseListenLine(f []string) (Listener, error) {
 	if err != nil {
 		return Listener{}, err
 	}
-	tx, rx, ok := strings.Cut(f[4], ":")
+	_, rx, ok := strings.Cut(f[4], ":")
 	if !ok {
 		return Listener{}, fmt.Errorf("queue column %q is not tx:rx", f[4])
 	}
-	backlog, err1 := strconv.ParseUint(tx, 16, 32)
 	queued, err2 := strconv.ParseUint(rx, 16, 32)
 	inode, err3 := strconv.ParseUint(f[9], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil {
+	if err2 != nil || err3 != nil {
 		return Listener{}, fmt.Errorf("bad queue %q or inode %q", f[4], f[9])
 	}
-	return Listener{Addr: addr, Backlog: int(backlog), Queued: int(queued), Inode: inode}, nil
+	return Listener{Addr: addr, Queued: int(queued), Inode: inode}, nil
 }
 
 // parseAddrPort decodes "0100007F:1F90": the address as 32-bit words in

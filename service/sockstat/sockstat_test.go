@@ -5,15 +5,15 @@ import (
 	"testing"
 )
 
-// Captured from a box with clusterapp.socket on [::]:8080 (Backlog=4096,
-// somaxconn 4096, 3 connections waiting) and a loopback listener.
+// Shaped like a box's files: clusterapp.socket on [::]:8080 with 3
+// connections waiting (tx_queue is 0 for listeners), a loopback listener.
 const tcp6 = `  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
-   0: 00000000000000000000000000000000:1F90 00000000000000000000000000000000:0000 0A 00001000:00000003 00:00000000 00000000     0        0 31337 1 0000000000000000 100 0 0 10 0
+   0: 00000000000000000000000000000000:1F90 00000000000000000000000000000000:0000 0A 00000000:00000003 00:00000000 00000000     0        0 31337 1 0000000000000000 100 0 0 10 0
    1: 0000000000000000FFFF00000100007F:1F90 0000000000000000FFFF00000100007F:A1B2 01 00000000:00000000 00:00000000 00000000     0        0 0 1 0000000000000000 20 4 30 10 -1
 `
 
 const tcp4 = `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
-   0: 0100007F:1F90 00000000:0000 0A 00000080:00000000 00:00000000 00000000     0        0 1053 1 00000000efda63d7 100 0 0 10 0
+   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1053 1 00000000efda63d7 100 0 0 10 0
    1: 0100007F:1F90 0100007F:D2F0 01 00000000:00000000 00:00000000 00000000     0        0 2001 1 00000000efda63d7 20 4 30 10 -1
 `
 
@@ -23,8 +23,8 @@ func TestParseTCP(t *testing.T) {
 		text string
 		want Listener
 	}{
-		{"ipv6 any", tcp6, Listener{Addr: netip.MustParseAddrPort("[::]:8080"), Backlog: 4096, Queued: 3, Inode: 31337}},
-		{"ipv4 loopback", tcp4, Listener{Addr: netip.MustParseAddrPort("127.0.0.1:8080"), Backlog: 128, Queued: 0, Inode: 1053}},
+		{"ipv6 any", tcp6, Listener{Addr: netip.MustParseAddrPort("[::]:8080"), Queued: 3, Inode: 31337}},
+		{"ipv4 loopback", tcp4, Listener{Addr: netip.MustParseAddrPort("127.0.0.1:8080"), Queued: 0, Inode: 1053}},
 	} {
 		ls, err := ParseTCP(tc.text)
 		if err != nil || len(ls) != 1 || ls[0] != tc.want {

@@ -171,3 +171,12 @@ func num(v any) uint64 {
 	}
 	return 0
 }
+
+// WorkerNames returns the unit names of ws, in order.
+func WorkerNames(ws []Worker) []string {
+	names := make([]string, len(ws))
+	for i, w := range ws {
+		names[i] = w.Unit
+	}
+	return names
+}

@@ -1,0 +1,29 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/clusterapp/clusterapp/service/units"
+)
+
+// opTimeout bounds an operator command's D-Bus queries (not its jobs).
+const opTimeout = 10 * time.Second
+
+// dialUnits connects to systemd for an operator command and checks that
+// clusterapp's units are installed. The errors are the one-liners of
+// units.ErrNotRoot, ErrNoSystemd and ErrNotInstalled.
+func dialUnits(ctx context.Context, cmd string) (*units.Client, error) {
+	c, err := units.Dial(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cmd, err)
+	}
+	qctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	if err := c.RequireInstalled(qctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("%s: %w", cmd, err)
+	}
+	return c, nil
+}

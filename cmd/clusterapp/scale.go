@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/clusterapp/clusterapp/service/envedit"
+	"github.com/clusterapp/clusterapp/service/generator"
+	"github.com/clusterapp/clusterapp/service/units"
+)
+
+// maxWorkers matches CLUSTERAPP_WORKERS's validation in service/config.
+const maxWorkers = 1024
+
+// runScale sets the worker count persistently (the env file, then the
+// generator through daemon-reload) and live: it starts only the missing
+// instances and stops (drains) only the surplus ones.
+func runScale(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("scale", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	timeout := fs.Duration("timeout", 2*time.Minute, "give up on a worker that takes longer to start or drain")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
+		return usageError{"scale: usage: clusterapp scale [--timeout D] N"}
+	}
+	n, err := strconv.Atoi(fs.Arg(0))
+	if err != nil || n < 1 || n > maxWorkers {
+		return usageError{fmt.Sprintf("scale: %q is not a worker count: expected a whole number from 1 to %d", fs.Arg(0), maxWorkers)}
+	}
+	c, err := dialUnits(ctx, "scale")
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := envedit.SetFile(generator.EnvFile, "CLUSTERAPP_WORKERS", strconv.Itoa(n)); err != nil {
+		return fmt.Errorf("scale: %w", err)
+	}
+	fmt.Fprintf(stdout, "CLUSTERAPP_WORKERS=%d written to %s\n", n, generator.EnvFile)
+	if err := applyScale(ctx, c, n, *timeout, stdout); err != nil {
+		return fmt.Errorf("scale: %w", err)
+	}
+	return nil
+}
+
+func applyScale(ctx context.Context, c *units.Client, n int, timeout time.Duration, stdout io.Writer) error {
+	qctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	if err := c.DaemonReload(qctx); err != nil {
+		return err
+	}
+	wanted, err := c.Wanted(qctx)
+	if err != nil {
+		return err
+	}
+	if len(wanted) != n {
+		return fmt.Errorf("after daemon-reload %s wants %d workers, not %d: is the generator installed (/usr/lib/systemd/system-generators/clusterapp-generator)?", units.Target, len(wanted), n)
+	}
+	if up, err := c.TargetActive(qctx); err != nil || !up {
+		_, werr := fmt.Fprintf(stdout, "the pool is not running; %d workers will start with it (systemctl start %s)\n", n, units.Target)
+		return firstErr(err, werr)
+	}
+	running, err := runningWorkers(ctx, c)
+	if err != nil {
+		return err
+	}
+	up := map[int]bool{}
+	for _, w := range running {
+		up[w.Instance] = true
+	}
+	// Start the new ones first, so capacity never dips below both counts.
+	for i := 1; i <= n; i++ {
+		if !up[i] {
+			if err := timedJob(ctx, timeout, "started", units.WorkerUnit(i), c.Start, stdout); err != nil {
+				return err
+			}
+		}
+	}
+	for _, w := range running {
+		if w.Instance > n {
+			if err := timedJob(ctx, timeout, "drained and stopped", w.Unit, c.Stop, stdout); err != nil {
+				return err
+			}
+		}
+	}
+	_, err = fmt.Fprintf(stdout, "scaled to %d workers\n", n)
+	return err
+}
+
+func timedJob(ctx context.Context, timeout time.Duration, done, unit string, job func(context.Context, string) error, stdout io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	if err := job(ctx, unit); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(stdout, "  %s %s in %v\n", done, unit, time.Since(start).Round(time.Millisecond))
+	return err
+}
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

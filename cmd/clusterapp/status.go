@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/clusterapp/clusterapp/service/doctor"
+	"github.com/clusterapp/clusterapp/service/sockstat"
+	"github.com/clusterapp/clusterapp/service/units"
+)
+
+// statusReport is what `clusterapp status --json` prints.
+type statusReport struct {
+	Workers []workerStatus `json:"workers"`
+	Socket  socketStatus   `json:"socket"`
+}
+
+type workerStatus struct {
+	units.Worker
+	UptimeSec *float64 `json:"uptime_sec"`
+	// Served and InFlight are nil when the worker's STATUS= line is not
+	// "serving: ..." (starting, draining, stopped).
+	Served   *int `json:"served"`
+	InFlight *int `json:"in_flight"`
+}
+
+type socketStatus struct {
+	units.SocketState
+	Queues []queueStatus `json:"queues"`
+}
+
+type queueStatus struct {
+	Address string `json:"address"`
+	Waiting int    `json:"waiting"` // accepted by the kernel, not yet by a worker
+}
+
+// runStatus prints one line per worker and the socket's state.
+func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		return usageError{"status: usage: clusterapp status [--json]"}
+	}
+	c, err := dialUnits(ctx, "status")
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	report, err := collectStatus(ctx, c, time.Now())
+	if err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(report)
+	}
+	return writeStatus(stdout, report)
+}
+
+func collectStatus(ctx context.Context, c *units.Client, now time.Time) (statusReport, error) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	var r statusReport
+	ws, err := c.Workers(ctx)
+	if err != nil {
+		return r, err
+	}
+	for _, w := range ws {
+		s := workerStatus{Worker: w}
+		if !w.Started.IsZero() {
+			up := now.Sub(w.Started).Seconds()
+			s.UptimeSec = &up
+		}
+		if load, ok := units.ParseStatusText(w.StatusText); ok && w.Active() {
+			s.Served, s.InFlight = &load.Served, &load.InFlight
+		}
+		r.Workers = append(r.Workers, s)
+	}
+	if r.Socket.SocketState, err = c.Socket(ctx); err != nil {
+		return r, err
+	}
+	all, err := sockstat.ReadListeners()
+	if err != nil {
+		return r, err
+	}
+	r.Socket.Queues = []queueStatus{}
+	for _, l := range doctor.OnPorts(all, r.Socket.Listen) {
+		r.Socket.Queues = append(r.Socket.Queues, queueStatus{Address: l.Addr.String(), Waiting: l.Queued})
+	}
+	return r, nil
+}
+
+func writeStatus(w io.Writer, r statusReport) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKER\tSTATE\tPID\tUPTIME\tRESTARTS\tMEMORY\tCPU\tSERVED\tIN-FLIGHT")
+	for _, s := range r.Workers {
+		fmt.Fprintf(tw, "%d\t%s/%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", s.Instance, s.ActiveState, s.SubState,
+			orDashInt(s.PID), uptime(s.UptimeSec), s.Restarts, memory(s.MemoryBytes), cpu(s.CPU), ptrInt(s.Served), ptrInt(s.InFlight))
+	}
+	if len(r.Workers) == 0 {
+		fmt.Fprintln(tw, "(no worker loaded: the pool starts with the first connection, or systemctl start clusterapp.target)")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	s := r.Socket
+	_, err := fmt.Fprintf(w, "\n%s: %s/%s, Backlog=%d\n", units.Socket, s.ActiveState, s.SubState, s.Backlog)
+	for _, q := range s.Queues {
+		_, err = fmt.Fprintf(w, "  listening on %s: %d connections waiting to be accepted\n", q.Address, q.Waiting)
+	}
+	if len(s.Queues) == 0 && len(s.Listen) > 0 {
+		_, err = fmt.Fprintf(w, "  not listening in this network namespace (configured: %v)\n", s.Listen)
+	}
+	return err
+}
+
+func orDashInt(n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return strconv.Itoa(n)
+}
+
+func ptrInt(p *int) string {
+	if p == nil {
+		return "-"
+	}
+	return strconv.Itoa(*p)
+}
+
+func uptime(sec *float64) string {
+	if sec == nil {
+		return "-"
+	}
+	d := time.Duration(*sec * float64(time.Second))
+	switch {
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	case d < 24*time.Hour:
+		return d.Round(time.Second).String()
+	}
+	return fmt.Sprintf("%dd%s", int(d.Hours())/24, (d % (24 * time.Hour)).Round(time.Minute))
+}
+
+// memory prints bytes in IEC units, "-" when systemd has no value.
+func memory(b *uint64) string {
+	if b == nil {
+		return "-"
+	}
+	v, unit := float64(*b), "B"
+	for _, u := range []string{"K", "M", "G", "T"} {
+		if v < 1024 {
+			break
+		}
+		v, unit = v/1024, u
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64) + unit
+}
+
+func cpu(d *time.Duration) string {
+	if d == nil {
+		return "-"
+	}
+	return d.Round(10 * time.Millisecond).String()
+}
