@@ -1,0 +1,188 @@
+package systemd_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clusterapp/clusterapp/systemd/sandbox"
+)
+
+// `clusterapp status`, `logs` and `doctor` under real systemd: what they
+// print matches what systemctl says, and doctor finds the gaps it should.
+func TestOpsStatusLogsDoctor(t *testing.T) {
+	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=2\n"})
+	b.Start(2)
+	b.Load("/", "-c", "4", "-n", "400", "-keepalive=false")
+
+	out := b.Must("clusterapp", "status")
+	for _, unit := range b.WorkerUnits(2) {
+		n := strings.TrimSuffix(strings.TrimPrefix(unit, "clusterapp-worker@"), ".service")
+		line := fmt.Sprintf(`(?m)^%s\s+active/running\s+%d\s+\S+\s+%s\s`, n, b.MainPID(unit), b.Show(unit, "NRestarts"))
+		if !regexp.MustCompile(line).MatchString(out) {
+			t.Errorf("status lacks worker %s with its PID and restarts (%s):\n%s", n, line, out)
+		}
+	}
+	if !strings.Contains(out, "clusterapp.socket: active/") || !strings.Contains(out, "listening on [::]:8080") {
+		t.Errorf("status lacks the socket:\n%s", out)
+	}
+	var report struct {
+		Workers []struct {
+			PID    int  `json:"pid"`
+			Served *int `json:"served"`
+		} `json:"workers"`
+		Socket struct {
+			Backlog int `json:"backlog"`
+		} `json:"socket"`
+	}
+	if err := json.Unmarshal([]byte(b.Must("clusterapp", "status", "--json")), &report); err != nil {
+		t.Fatalf("status --json: %v", err)
+	}
+	served := 0
+	for _, w := range report.Workers {
+		if w.PID == 0 || w.Served == nil {
+			t.Errorf("status --json worker without pid or served count: %+v", w)
+		} else {
+			served += *w.Served
+		}
+	}
+	// STATUS= is refreshed every second, so the count may lag a little.
+	if len(report.Workers) != 2 || report.Socket.Backlog != 4096 || served == 0 {
+		t.Errorf("status --json: %d workers, backlog %d, %d served", len(report.Workers), report.Socket.Backlog, served)
+	}
+
+	logs := b.Must("clusterapp", "logs", "-n", "200")
+	for _, who := range []string{"worker@1[", "worker@2[", "worker@1 (systemd): Started"} {
+		if !strings.Contains(logs, who) {
+			t.Errorf("logs lack %q:\n%s", who, logs)
+		}
+	}
+	if only := b.Must("clusterapp", "logs", "--worker", "2"); strings.Contains(only, "worker@1") || !strings.Contains(only, "worker@2[") {
+		t.Errorf("logs --worker 2:\n%s", only)
+	}
+
+	if out, err := b.Run("clusterapp", "doctor"); err != nil || !strings.Contains(out, "all checks passed") {
+		t.Fatalf("doctor on a healthy box: %v\n%s", err, out)
+	}
+	b.Must("sysctl", "-w", "net.core.somaxconn=128") // the box's own network namespace
+	out, err := b.Run("clusterapp", "doctor")
+	if err == nil || !strings.Contains(out, "FAIL  somaxconn") || !strings.Contains(out, "fix: sysctl -w net.core.somaxconn=4096") {
+		t.Errorf("doctor with somaxconn 128: %v\n%s", err, out)
+	}
+	b.Must("sysctl", "-w", "net.core.somaxconn=4096")
+	b.Must("systemctl", "stop", "clusterapp-worker@2.service")
+	out, err = b.Run("clusterapp", "doctor")
+	if err == nil || !strings.Contains(out, "not running: clusterapp-worker@2.service") || !strings.Contains(out, "fix: systemctl start clusterapp.target") {
+		t.Errorf("doctor with a worker stopped: %v\n%s", err, out)
+	}
+}
+
+// `clusterapp reload` under keep-alive load: every worker gets a new process,
+// one at a time, each after the previous one's READY=1, and no request fails.
+func TestOpsReloadUnderKeepAliveLoad(t *testing.T) {
+	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=2\n"})
+	b.Start(2)
+	units := b.WorkerUnits(2)
+	old := map[string]int{}
+	for _, u := range units {
+		old[u] = b.MainPID(u)
+	}
+	wait := b.LoadAsync("/fib?n=15", "-c", "32", "-d", "6s")
+	time.Sleep(1500 * time.Millisecond)
+	start := time.Now()
+	out := b.Must("clusterapp", "reload")
+	took := time.Since(start)
+	res := wait()
+	for _, u := range units {
+		if pid := b.MainPID(u); pid == old[u] || pid == 0 {
+			t.Errorf("%s not restarted: pid %d -> %d", u, old[u], pid)
+		}
+	}
+	t.Logf("clusterapp reload of 2 workers under keep-alive load (-c 32) took %v:\n%s", took.Round(time.Millisecond), out)
+	t.Logf("load: %d requests, %d failed, %.0f req/s, p99 %v, max %v", res.Requests, res.Errors(), res.Throughput, res.Latency.P99, res.Latency.Max)
+	if res.Errors() != 0 || res.OK != res.Requests {
+		t.Fatalf("%d of %d requests failed during the reload: %v", res.Errors(), res.Requests, res.ErrorSamples)
+	}
+}
+
+// A reload stops at the first worker that does not come back, names it and
+// why, and leaves the others on their old process.
+func TestOpsReloadStopsAtFirstFailure(t *testing.T) {
+	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=2\n"})
+	b.Start(2)
+	pid2 := b.MainPID("clusterapp-worker@2.service")
+	// Workers read the env file at start: the next one exits 78 (EX_CONFIG).
+	b.WriteFile("/etc/clusterapp/clusterapp.env", "CLUSTERAPP_WORKERS=2\nCLUSTERAPP_SHUTDOWN_TIMEOUT=abc\n")
+	out, err := b.Run("clusterapp", "reload")
+	if err == nil {
+		t.Fatalf("reload with a broken env file succeeded:\n%s", out)
+	}
+	for _, want := range []string{"stopped at clusterapp-worker@1.service", "still on the old process: clusterapp-worker@2.service", "CLUSTERAPP_SHUTDOWN_TIMEOUT"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("reload output lacks %q:\n%s", want, out)
+		}
+	}
+	if pid := b.MainPID("clusterapp-worker@2.service"); pid != pid2 {
+		t.Errorf("worker 2 restarted after worker 1 failed: pid %d -> %d", pid2, pid)
+	}
+	t.Logf("reload stopped:\n%s", out)
+}
+
+// `clusterapp scale` 2 -> 3 -> 1: the env file keeps its other lines, only
+// the changed instances start or drain, and a bad count is refused.
+func TestOpsScale(t *testing.T) {
+	b := sandbox.New(t, sandbox.Options{Env: "# operator's note\nCLUSTERAPP_WORKERS=2\nCLUSTERAPP_BACKLOG=2048\n"})
+	b.Start(2)
+	pid1 := b.MainPID("clusterapp-worker@1.service")
+
+	b.Must("clusterapp", "scale", "3")
+	if got := b.ActiveWorkers(); len(got) != 3 {
+		t.Fatalf("after scale 3: active %v", got)
+	}
+	if env := b.Must("cat", "/etc/clusterapp/clusterapp.env"); env != "# operator's note\nCLUSTERAPP_WORKERS=3\nCLUSTERAPP_BACKLOG=2048" {
+		t.Errorf("env file after scale 3:\n%s", env)
+	}
+	if pid := b.MainPID("clusterapp-worker@1.service"); pid != pid1 {
+		t.Errorf("scale up restarted worker 1: pid %d -> %d", pid1, pid)
+	}
+
+	out := b.Must("clusterapp", "scale", "1")
+	if got := b.ActiveWorkers(); len(got) != 1 || got[0] != "clusterapp-worker@1.service" {
+		t.Fatalf("after scale 1: active %v\n%s", got, out)
+	}
+	if !strings.Contains(out, "drained and stopped clusterapp-worker@2.service") || !strings.Contains(out, "drained and stopped clusterapp-worker@3.service") {
+		t.Errorf("scale 1 output:\n%s", out)
+	}
+	if j := b.Must("journalctl", "--no-pager", "-u", "clusterapp-worker@3.service"); !strings.Contains(j, "drained; exiting") {
+		t.Errorf("worker 3 did not drain:\n%s", j)
+	}
+	if wants := b.Show("clusterapp.target", "Wants"); strings.Contains(wants, "worker@2") {
+		t.Errorf("target still wants worker 2: %s", wants)
+	}
+	if pid := b.MainPID("clusterapp-worker@1.service"); pid != pid1 {
+		t.Errorf("scale down restarted worker 1: pid %d -> %d", pid1, pid)
+	}
+
+	out, err := b.Run("clusterapp", "scale", "0")
+	if err == nil || !strings.Contains(out, "expected a whole number from 1 to 1024") {
+		t.Errorf("scale 0: %v\n%s", err, out)
+	}
+}
+
+// Without the units, every operator command says so in one line.
+func TestOpsUnitsNotInstalled(t *testing.T) {
+	b := sandbox.New(t, sandbox.Options{Bare: true})
+	b.Copy(sandbox.Bin("clusterapp"), "/usr/bin/clusterapp")
+	// The box's root is an overlay of the host's: hide any clusterapp units
+	// the host has installed (removal lands in the box's tmpfs only).
+	b.Must("sh", "-c", "rm -rf /usr/lib/systemd/system/clusterapp* /etc/systemd/system/clusterapp* && systemctl daemon-reload")
+	for _, cmd := range []string{"status", "reload", "doctor"} {
+		out, err := b.Run("clusterapp", cmd)
+		if err == nil || !strings.Contains(out, "units are not installed") || strings.Count(strings.TrimSpace(out), "\n") != 0 {
+			t.Errorf("clusterapp %s without units: %v\n%s", cmd, err, out)
+		}
+	}
+}
