@@ -247,6 +247,23 @@ func (b *Box) Load(path string, args ...string) *loadgen.Result {
 	return &res
 }
 
+// LoadURL runs the project's load generator inside the box against any
+// loopback URL of the box (another port, another 127.0.0.0/8 address, e.g.
+// a proxy in front of the suite) and returns its result.
+func (b *Box) LoadURL(url string, args ...string) *loadgen.Result {
+	b.t.Helper()
+	argv := append([]string{"/usr/local/bin/clusterapp-load", "-json", "-url", url}, args...)
+	out, err := b.Run(argv...)
+	if err != nil {
+		b.t.Fatalf("load %s: %v\n%s", url, err, out)
+	}
+	var res loadgen.Result
+	if err := json.Unmarshal([]byte(out[max(strings.Index(out, "{"), 0):]), &res); err != nil {
+		b.t.Fatalf("load output: %v\n%s", err, out)
+	}
+	return &res
+}
+
 // LoadAsync starts load in the background; the returned func waits for it.
 func (b *Box) LoadAsync(path string, args ...string) func() *loadgen.Result {
 	done := make(chan *loadgen.Result, 1)
