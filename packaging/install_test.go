@@ -1,0 +1,220 @@
+package packaging_test
+
+import (
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clusterapp/clusterapp/systemd/sandbox"
+)
+
+// perNetns are the shipped sysctls that exist in every network namespace, so the box shows
+// them. net.core.netdev_max_backlog exists only in the machine's initial network namespace;
+// fs.* are global and read-only in the box (writing them fails there: the install must not).
+var perNetns = []string{"net.core.somaxconn", "net.ipv4.tcp_max_syn_backlog", "net.ipv4.ip_local_port_range",
+	"net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_tw_reuse"}
+
+func readSysctl(b *sandbox.Box, key string) (string, bool) {
+	out, err := b.Run("cat", "/proc/sys/"+strings.ReplaceAll(key, ".", "/"))
+	return strings.Join(strings.Fields(out), " "), err == nil
+}
+
+// boxPID1Hard is the open-file hard limit of the box's systemd: without CAP_SYS_RESOURCE it
+// cannot give a service more (see systemd/pool_test.go TestFileLimitInEffect).
+func boxPID1Hard(b *sandbox.Box, t *testing.T) int {
+	_, hard := openFiles(t, b.Must("cat", "/proc/1/limits"))
+	return hard
+}
+
+// The .deb's whole life in a real systemd: install (postinst starts the socket), serve, the
+// sysctls and the file limit in effect, an upgrade under keep-alive load with no failed
+// request, remove (nothing left running or listening), purge (/etc/clusterapp gone).
+func testDebLifecycle(t *testing.T, pk builds) {
+	b := sandbox.New(t, sandbox.Options{Bare: true})
+	b.Copy(pk.deb[oldVersion], "/tmp/old.deb")
+	b.Copy(pk.deb[newVersion], "/tmp/new.deb")
+	before := map[string]string{}
+	for _, k := range perNetns {
+		before[k], _ = readSysctl(b, k)
+	}
+
+	// This machine's image may carry a policy-rc.d that forbids starting services (exit 101),
+	// which the postinst honours; the box removes it (in its tmpfs) to see the postinst start
+	// the socket. testRPMInstall checks the refusal.
+	b.Must("rm", "-f", "/usr/sbin/policy-rc.d")
+	start := time.Now()
+	t.Logf("dpkg -i:\n%s", b.Must("dpkg", "-i", "/tmp/old.deb"))
+	t.Logf("dpkg -i took %v", time.Since(start).Round(time.Millisecond))
+	if got := b.Must("systemctl", "is-enabled", "clusterapp.socket"); got != "enabled" {
+		t.Errorf("after install clusterapp.socket is %q, want enabled", got)
+	}
+	if got, _ := b.Run("systemctl", "is-active", "clusterapp.socket"); strings.TrimSpace(got) != "active" {
+		t.Fatalf("postinst did not start clusterapp.socket: %q", got)
+	}
+	if out, err := b.Curl("/"); err != nil || !strings.HasPrefix(out, "200 ") {
+		t.Fatalf("first request after install: %q %v", out, err)
+	}
+	workers := b.WorkerUnits(runtime.NumCPU())
+	b.Eventually(10*time.Second, "every worker active", func() bool { return b.AllActive(workers...) })
+
+	t.Run("SysctlsInEffect", func(t *testing.T) {
+		_, shipped := sysctlFile(t)
+		changed := 0
+		for _, k := range perNetns {
+			got, ok := readSysctl(b, k)
+			if !ok || got != shipped[k] {
+				t.Errorf("%s = %q in the box, shipped %q", k, got, shipped[k])
+			}
+			if got != before[k] {
+				changed++
+			}
+		}
+		if changed == 0 {
+			t.Errorf("no sysctl changed on install (before: %v): systemd-sysctl did not run", before)
+		}
+		t.Logf("%d of %d per-namespace sysctls changed by the install; not checked here: "+
+			"net.core.netdev_max_backlog (exists only in the initial network namespace) and fs.* "+
+			"(global; read-only in the box, so systemd-sysctl's writes fail there and the install went on)",
+			changed, len(perNetns))
+	})
+
+	t.Run("FileLimitShipped", func(t *testing.T) {
+		dropins := b.Show("clusterapp-worker@1.service", "DropInPaths")
+		if !strings.Contains(dropins, "/usr/lib/systemd/system/clusterapp-worker@.service.d/10-limits.conf") {
+			t.Errorf("the shipped limits drop-in is not loaded: %s", dropins)
+		}
+		if got := b.Show("clusterapp-worker@1.service", "LimitNOFILE"); got != "65536" {
+			t.Errorf("configured LimitNOFILE=%s, want 65536", got)
+		}
+		want := min(65536, boxPID1Hard(b, t))
+		if soft, hard := workerLimit(b, t, "clusterapp-worker@1.service"); soft != want || hard != want {
+			t.Errorf("worker open files %d/%d (soft/hard), want %d (65536, capped at the box's PID 1 hard limit)", soft, hard, want)
+		}
+	})
+
+	// An operator's edit of the conffile must survive the upgrade.
+	b.Must("sh", "-c", "echo '# edited by the operator' >> /etc/clusterapp/clusterapp.env")
+	oldPIDs := map[string]int{}
+	for _, u := range workers {
+		oldPIDs[u] = b.MainPID(u)
+	}
+	wait := b.LoadAsync("/", "-c", "32", "-d", "12s")
+	time.Sleep(1500 * time.Millisecond) // load is flowing to every worker
+	start = time.Now()
+	t.Logf("dpkg -i (upgrade):\n%s", b.Must("dpkg", "-i", "/tmp/new.deb"))
+	upgrade := time.Since(start)
+	res := wait()
+	t.Logf("upgrade took %v under load: %d requests, %d ok, %d errors, by worker %v",
+		upgrade.Round(time.Millisecond), res.Requests, res.OK, res.Errors(), res.ByHeader)
+	if upgrade > 10*time.Second {
+		t.Errorf("the upgrade (%v) outlasted the load: lengthen -d", upgrade)
+	}
+	if res.Errors() != 0 || res.OK == 0 || res.OK != res.Responses {
+		t.Fatalf("upgrade under load: %d ok of %d responses, errors %d: %v", res.OK, res.Responses, res.Errors(), res.ErrorSamples)
+	}
+	if got := b.Must("dpkg-query", "-W", "-f=${Version}", "clusterapp"); got != newVersion+"-1" {
+		t.Errorf("installed version %q after upgrade", got)
+	}
+	for _, u := range workers {
+		pid := b.MainPID(u)
+		if pid == oldPIDs[u] || pid == 0 {
+			t.Errorf("%s was not restarted by the upgrade (pid %d)", u, pid)
+			continue
+		}
+		if exe := b.Must("readlink", "/proc/"+strconv.Itoa(pid)+"/exe"); strings.Contains(exe, "deleted") {
+			t.Errorf("%s still runs the old binary: %s", u, exe)
+		}
+	}
+	if v := b.Must("clusterapp", "version"); !strings.Contains(v, newVersion) {
+		t.Errorf("clusterapp version = %q, want %s", v, newVersion)
+	}
+	if env := b.Must("cat", "/etc/clusterapp/clusterapp.env"); !strings.Contains(env, "# edited by the operator") {
+		t.Errorf("the upgrade replaced the operator's clusterapp.env")
+	}
+
+	t.Run("LimitPrecedence", func(t *testing.T) {
+		unit := "clusterapp-worker@1.service"
+		// The environment file (through the generator's 50-env.conf) beats the shipped drop-in.
+		b.Must("sh", "-c", "echo CLUSTERAPP_LIMIT_NOFILE=15000 >> /etc/clusterapp/clusterapp.env")
+		b.Must("systemctl", "daemon-reload")
+		b.Must("systemctl", "restart", unit)
+		if soft, _ := workerLimit(b, t, unit); soft != min(15000, boxPID1Hard(b, t)) {
+			t.Errorf("CLUSTERAPP_LIMIT_NOFILE=15000: worker soft limit %d", soft)
+		}
+		// `systemctl edit` (override.conf in /etc) beats the environment file.
+		b.WriteFile("/etc/systemd/system/clusterapp-worker@.service.d/override.conf", "[Service]\nLimitNOFILE=12345\n")
+		b.Must("systemctl", "daemon-reload")
+		b.Must("systemctl", "restart", unit)
+		if soft, hard := workerLimit(b, t, unit); soft != 12345 || hard != 12345 {
+			t.Errorf("override.conf LimitNOFILE=12345: worker limits %d/%d", soft, hard)
+		}
+		b.Must("rm", "/etc/systemd/system/clusterapp-worker@.service.d/override.conf")
+		b.Must("systemctl", "daemon-reload")
+	})
+
+	t.Logf("dpkg -r:\n%s", b.Must("dpkg", "-r", "clusterapp"))
+	if ss := b.Must("ss", "-Hltn", "sport = :8080"); ss != "" {
+		t.Errorf("still listening after dpkg -r:\n%s", ss)
+	}
+	if ps := b.Must("ps", "-eo", "pid,args"); strings.Contains(ps, "clusterapp serve") {
+		t.Errorf("worker processes left after dpkg -r:\n%s", ps)
+	}
+	if got, _ := b.Run("systemctl", "is-enabled", "clusterapp.socket"); strings.TrimSpace(got) == "enabled" {
+		t.Errorf("clusterapp.socket still enabled after dpkg -r")
+	}
+	if _, err := b.Run("test", "-f", "/etc/clusterapp/clusterapp.env"); err != nil {
+		t.Errorf("dpkg -r removed the conffile (only purge may)")
+	}
+	b.Must("dpkg", "-P", "clusterapp")
+	for _, p := range []string{"/etc/clusterapp", "/etc/security/limits.d/clusterapp.conf"} {
+		if _, err := b.Run("test", "-e", p); err == nil {
+			t.Errorf("%s left after dpkg -P", p)
+		}
+	}
+}
+
+// The .rpm installs too: the box's root is an overlay whose writes land in a tmpfs, so
+// `rpm -i --nodeps` (Debian has no rpm database of its dependencies) touches nothing on the
+// host. %post starts the socket, a request is served, `rpm -U` rolls the workers under load
+// (the old package's %postun), `rpm -e` leaves nothing listening.
+func testRPMInstall(t *testing.T, pk builds) {
+	needTool(t, "rpm")
+	b := sandbox.New(t, sandbox.Options{Bare: true})
+	b.Copy(pk.rpm[oldVersion], "/tmp/old.rpm")
+	b.Copy(pk.rpm[newVersion], "/tmp/new.rpm")
+	// An image build's policy-rc.d (exit 101) forbids starting services: %post must enable the
+	// socket but not start it. The operator then starts it, as README's install says.
+	b.WriteFile("/usr/sbin/policy-rc.d", "#!/bin/sh\nexit 101\n")
+	b.Must("chmod", "755", "/usr/sbin/policy-rc.d")
+	t.Logf("rpm -i:\n%s", b.Must("rpm", "-i", "--nodeps", "/tmp/old.rpm"))
+	if got, _ := b.Run("systemctl", "is-active", "clusterapp.socket"); strings.TrimSpace(got) != "inactive" {
+		t.Errorf("%%post started clusterapp.socket although policy-rc.d forbids it: %q", got)
+	}
+	if got := b.Must("systemctl", "is-enabled", "clusterapp.socket"); got != "enabled" {
+		t.Errorf("after rpm -i clusterapp.socket is %q, want enabled", got)
+	}
+	b.Must("systemctl", "start", "clusterapp.socket")
+	if out, err := b.Curl("/"); err != nil || !strings.HasPrefix(out, "200 ") {
+		t.Fatalf("request after rpm -i: %q %v", out, err)
+	}
+	workers := b.WorkerUnits(runtime.NumCPU())
+	b.Eventually(10*time.Second, "every worker active", func() bool { return b.AllActive(workers...) })
+	oldPID := b.MainPID(workers[0])
+	wait := b.LoadAsync("/", "-c", "32", "-d", "10s")
+	time.Sleep(time.Second)
+	t.Logf("rpm -U:\n%s", b.Must("rpm", "-U", "--nodeps", "/tmp/new.rpm"))
+	res := wait()
+	t.Logf("rpm -U under load: %d ok, %d errors", res.OK, res.Errors())
+	if res.Errors() != 0 || res.OK == 0 {
+		t.Errorf("rpm -U under load: %d ok, errors %v", res.OK, res.ErrorSamples)
+	}
+	if pid := b.MainPID(workers[0]); pid == oldPID {
+		t.Errorf("rpm -U did not restart %s", workers[0])
+	}
+	b.Must("rpm", "-e", "--nodeps", "clusterapp")
+	if ss := b.Must("ss", "-Hltn", "sport = :8080"); ss != "" {
+		t.Errorf("still listening after rpm -e:\n%s", ss)
+	}
+}
