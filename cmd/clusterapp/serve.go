@@ -63,7 +63,12 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	w := newWorker(cfg, instance, log)
+	prot, closeProt, err := newProtection(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer closeProt()
+	w := newWorker(cfg, instance, log, prot)
 	return w.run(ctx, listeners, source, sigc)
 }
 
@@ -88,10 +93,10 @@ type worker struct {
 	crashc   chan struct{}
 }
 
-func newWorker(cfg config.Config, instance string, log *logrus.Entry) *worker {
+func newWorker(cfg config.Config, instance string, log *logrus.Entry, prot protection) *worker {
 	w := &worker{cfg: cfg, instance: instance, log: log, notifier: notify.New(log), crashc: make(chan struct{}, 1)}
 	m := metrics.New(instance, version, time.Now())
-	a := app.New(app.Options{
+	opts := app.Options{
 		Instance: instance, FibMaxN: cfg.FibMaxN, MaxBodyBytes: int64(cfg.MaxBodyBytes),
 		AccessLog: cfg.AccessLog, DebugEndpoints: cfg.DebugEndpoints,
 		Ready: func() bool { return w.srv.Ready() },
@@ -100,7 +105,10 @@ func newWorker(cfg config.Config, instance string, log *logrus.Entry) *worker {
 			select {} // main exits the process; this request is never answered
 		},
 		Metrics: m, Log: log,
-	})
+		RequestTimeout: cfg.RequestTimeout, CacheMaxAge: cfg.CacheMaxAge,
+	}
+	prot.apply(&opts, m)
+	a := app.New(opts)
 	w.srv = server.New(server.Options{
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout,
 		WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout,

@@ -15,11 +15,15 @@
 package app
 
 import (
+	"context"
 	"net/http"
 	"sync"
 	"time"
 
+	"github.com/clusterapp/clusterapp/service/admission"
+	"github.com/clusterapp/clusterapp/service/cache"
 	"github.com/clusterapp/clusterapp/service/metrics"
+	"github.com/clusterapp/clusterapp/service/ratelimit"
 	"github.com/sirupsen/logrus"
 )
 
@@ -35,7 +39,20 @@ type Options struct {
 	Metrics        *metrics.Metrics // required
 	Log            *logrus.Entry    // required
 	Now            func() time.Time // defaults to time.Now
+
+	// Protection, each optional (nil or zero: off). See the packages
+	// ratelimit, admission and cache.
+	RateLimit      *ratelimit.Middleware
+	Admission      *admission.Limiter
+	Cache          *cache.Cache
+	CacheMaxAge    time.Duration // Cache-Control max-age of cached routes
+	RequestTimeout time.Duration // deadline of every request's computation
 }
+
+// Unprotected are the routes admission control and the rate limit never
+// apply to: systemd's watchdog, load balancers and Prometheus must see an
+// overloaded worker as it is, not queue behind its work.
+var Unprotected = []string{"/healthz", "/readyz", "/metrics"}
 
 // App is the routes and the state they share.
 type App struct {
@@ -52,10 +69,20 @@ func New(opts Options) *App {
 	return &App{opts: opts}
 }
 
-// Handler returns the whole handler stack: common headers, body cap, access
-// log, routing, per-route metrics.
+// Handler returns the whole handler stack: common headers and body cap,
+// access log, per-client rate limit, admission control, request deadline,
+// routing, per-route metrics. The cheapest refusals come first.
 func (a *App) Handler() http.Handler {
 	var h http.Handler = a.router()
+	if a.opts.RequestTimeout > 0 {
+		h = a.deadline(h)
+	}
+	if a.opts.Admission != nil {
+		h = a.opts.Admission.Middleware(h)
+	}
+	if a.opts.RateLimit != nil {
+		h = a.opts.RateLimit.Wrap(h)
+	}
 	if a.opts.AccessLog {
 		h = a.accessLog(h)
 	}
@@ -90,5 +117,15 @@ func (a *App) accessLog(next http.Handler) http.Handler {
 			"method": r.Method, "path": r.URL.Path, "status": sw.Status(),
 			"duration_ms": float64(a.opts.Now().Sub(start).Microseconds()) / 1000, "remote": r.RemoteAddr,
 		}).Info("request")
+	})
+}
+
+// deadline bounds every request's context by RequestTimeout; handlers that
+// compute (fib) stop when it expires.
+func (a *App) deadline(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }

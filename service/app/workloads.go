@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -28,6 +29,37 @@ func (a *App) index(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte("Hello World!\n")) // a write error means the client left
 }
 
+// fibRun is Fib that gives up when its context ends: it checks every 2^20
+// calls, so a cancelled request stops computing within about a millisecond.
+type fibRun struct {
+	ctx   context.Context
+	calls uint32
+	err   error
+}
+
+func (f *fibRun) fib(n int) uint64 {
+	if n < 2 {
+		return uint64(n)
+	}
+	if f.calls++; f.calls&(1<<20-1) == 0 && f.err == nil {
+		f.err = f.ctx.Err()
+	}
+	if f.err != nil {
+		return 0
+	}
+	return f.fib(n-1) + f.fib(n-2)
+}
+
+// fibBody computes the /fib response body, or fails when ctx ends first.
+func fibBody(ctx context.Context, n int) ([]byte, error) {
+	run := &fibRun{ctx: ctx}
+	v := run.fib(n)
+	if run.err != nil {
+		return nil, run.err
+	}
+	return []byte(fmt.Sprintf(`{"fib":%d,"n":%d}`+"\n", v, n)), nil
+}
+
 func (a *App) fib(w http.ResponseWriter, r *http.Request) {
 	n := defaultFibN
 	if raw, ok := r.URL.Query()["n"]; ok {
@@ -40,7 +72,24 @@ func (a *App) fib(w http.ResponseWriter, r *http.Request) {
 		}
 		n = v
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"n": n, "fib": Fib(n)})
+	var body []byte
+	var err error
+	if a.opts.Cache == nil {
+		body, err = fibBody(r.Context(), n)
+	} else {
+		var hit bool
+		body, hit, err = a.opts.Cache.Get(r.Context(), "fib:"+strconv.Itoa(n), func(ctx context.Context) ([]byte, error) { return fibBody(ctx, n) })
+		if err == nil {
+			w.Header().Set("Cache-Control", fmt.Sprintf("public, max-age=%d", int(a.opts.CacheMaxAge.Seconds())))
+			w.Header().Set("X-Cache", map[bool]string{true: "HIT", false: "MISS"}[hit])
+		}
+	}
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("computation stopped: %v (CLUSTERAPP_REQUEST_TIMEOUT=%s)", err, a.opts.RequestTimeout), nil)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(body) // a write error means the client left
 }
 
 // SumOfSquares fills count random float64s in [0,1) and returns the sum of

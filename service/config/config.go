@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"reflect"
 	"regexp"
@@ -44,6 +45,20 @@ type Config struct {
 	IdleTimeout       time.Duration `envconfig:"IDLE_TIMEOUT" default:"1m" desc:"how long an idle keep-alive connection is kept open"`
 	MaxHeaderBytes    Size          `envconfig:"MAX_HEADER_BYTES" default:"64KiB" desc:"largest request header block; larger requests get 431"`
 	MaxBodyBytes      Size          `envconfig:"MAX_BODY_BYTES" default:"1MiB" desc:"largest request body; larger requests get 413"`
+
+	RequestTimeout time.Duration `envconfig:"REQUEST_TIMEOUT" default:"30s" desc:"a request still computing after this long is cancelled (the computation stops) and answered 503"`
+
+	MaxInFlight   int           `envconfig:"MAX_IN_FLIGHT" default:"0" desc:"requests a worker runs at once (admission control); 0 means GOMAXPROCS; health, readiness and metrics are never limited"`
+	AdmissionWait time.Duration `envconfig:"ADMISSION_WAIT" default:"50ms" desc:"how long a request may wait for a free slot before it is answered 503 with Retry-After"`
+
+	RateLimit      float64 `envconfig:"RATE_LIMIT" default:"0" desc:"requests per second each client may send to the whole service (all workers together); 0 disables"`
+	RateBurst      int     `envconfig:"RATE_BURST" default:"20" desc:"requests a client may send at once above RATE_LIMIT"`
+	RateLimitSlots int     `envconfig:"RATE_LIMIT_SLOTS" default:"65536" desc:"cells of the shared rate-limit table; clients hashed to one cell share a budget"`
+	TrustedProxies string  `envconfig:"TRUSTED_PROXIES" default:"" desc:"comma-separated addresses or CIDR prefixes of proxies whose X-Forwarded-For names the client (e.g. 127.0.0.1 for a local nginx)"`
+
+	CacheEntries int           `envconfig:"CACHE_ENTRIES" default:"0" desc:"result cache for /fib: most entries kept; 0 disables the cache (the default, so /fib stays an honest CPU workload)"`
+	CacheBytes   Size          `envconfig:"CACHE_BYTES" default:"16MiB" desc:"result cache: most bytes of keys and values kept"`
+	CacheMaxAge  time.Duration `envconfig:"CACHE_MAX_AGE" default:"1m" desc:"result cache: max-age sent in Cache-Control, so a front cache may store cached routes"`
 
 	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"20s" desc:"how long a draining worker waits for its connections to finish before closing them (keep it below the unit's TimeoutStopSec=)"`
 	DrainIdleGrace  time.Duration `envconfig:"DRAIN_IDLE_GRACE" default:"1s" desc:"while draining, a keep-alive connection idle this long is closed instead of waited for"`
@@ -218,6 +233,15 @@ func (c Config) validate(skip map[string]bool) []Problem {
 		check(name, d.String(), d >= 0, "a duration of 0 or more, such as 30s")
 	}
 	check("MAX_HEADER_BYTES", c.MaxHeaderBytes.String(), c.MaxHeaderBytes >= 1024, "a size of at least 1KiB, such as 64KiB")
+	check("REQUEST_TIMEOUT", formatDuration(c.RequestTimeout), c.RequestTimeout > 0, "a positive duration such as 30s")
+	check("MAX_IN_FLIGHT", itoa(c.MaxInFlight), c.MaxInFlight >= 0 && c.MaxInFlight <= 1<<16, "a whole number from 0 (GOMAXPROCS) to 65536")
+	check("ADMISSION_WAIT", formatDuration(c.AdmissionWait), c.AdmissionWait >= 0, "a duration of 0 or more, such as 50ms")
+	check("RATE_LIMIT", strconv.FormatFloat(c.RateLimit, 'g', -1, 64), c.RateLimit >= 0 && c.RateLimit <= 1e6, "requests per second from 0 (off) to 1000000, such as 20 or 0.5")
+	check("RATE_BURST", itoa(c.RateBurst), c.RateBurst >= 1 && c.RateBurst <= 1e6, "a whole number from 1 to 1000000")
+	check("RATE_LIMIT_SLOTS", itoa(c.RateLimitSlots), c.RateLimitSlots >= 64 && c.RateLimitSlots <= 1<<24, "a whole number from 64 to 16777216")
+	check("TRUSTED_PROXIES", c.TrustedProxies, validPrefixes(c.TrustedProxies), "comma-separated addresses or CIDR prefixes, such as 127.0.0.1,10.0.0.0/8")
+	check("CACHE_ENTRIES", itoa(c.CacheEntries), c.CacheEntries >= 0, "a whole number, 0 (off) or more")
+	check("CACHE_MAX_AGE", formatDuration(c.CacheMaxAge), c.CacheMaxAge >= 0, "a duration of 0 or more, such as 1m")
 	check("SHUTDOWN_TIMEOUT", c.ShutdownTimeout.String(), c.ShutdownTimeout > 0, "a positive duration such as 20s")
 	check("MAX_REQUESTS", itoa(c.MaxRequests), c.MaxRequests >= 0, "a whole number, 0 or more (0 disables recycling)")
 	check("MAX_REQUESTS_JITTER", itoa(c.MaxRequestsJitter), c.MaxRequestsJitter >= 0, "a whole number, 0 or more")
@@ -264,3 +288,30 @@ var memoryPattern = regexp.MustCompile(`^([0-9]+[KMGT]?|[0-9]{1,2}%|100%|infinit
 // validMemory accepts what systemd's MemoryHigh=/MemoryMax= accept: bytes
 // with an optional K, M, G or T suffix, a percentage, or infinity.
 func validMemory(s string) bool { return s == "" || memoryPattern.MatchString(s) }
+
+// ParsePrefixes parses a comma-separated list of addresses or CIDR prefixes
+// (CLUSTERAPP_TRUSTED_PROXIES); an address stands for itself alone.
+func ParsePrefixes(list string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range strings.Split(list, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if a, err := netip.ParseAddr(s); err == nil {
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not an address or CIDR prefix", s)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+func validPrefixes(list string) bool {
+	_, err := ParsePrefixes(list)
+	return err == nil
+}

@@ -37,6 +37,8 @@ func TestLoadGoodValues(t *testing.T) {
 		{"CLUSTERAPP_MEMORY_MAX", "768M", func(c Config) bool { return c.MemoryMax == "768M" }},
 		{"CLUSTERAPP_MEMORY_HIGH", "40%", func(c Config) bool { return c.MemoryHigh == "40%" }},
 		{"CLUSTERAPP_WATCHDOG_SEC", "2s", func(c Config) bool { return c.WatchdogSec == 2*time.Second }},
+		{"CLUSTERAPP_TRUSTED_PROXIES", "127.0.0.1, 10.0.0.0/8", func(c Config) bool { p, err := ParsePrefixes(c.TrustedProxies); return err == nil && len(p) == 2 }},
+		{"CLUSTERAPP_RATE_LIMIT", "0.5", func(c Config) bool { return c.RateLimit == 0.5 }},
 	} {
 		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
 			t.Setenv(tc.key, tc.value)
@@ -71,6 +73,9 @@ func TestLoadBadValues(t *testing.T) {
 		{"CLUSTERAPP_MEMORY_LIMIT_RATIO", "1.5", "at most 1"},
 		{"CLUSTERAPP_READ_HEADER_TIMEOUT", "0", "a positive duration"},
 		{"CLUSTERAPP_WATCHDOG_SEC", "100ms", "at least 1s"},
+		{"CLUSTERAPP_TRUSTED_PROXIES", "10.0.0.0/33", "CIDR prefixes"},
+		{"CLUSTERAPP_RATE_LIMIT", "-1", "from 0 (off)"},
+		{"CLUSTERAPP_REQUEST_TIMEOUT", "0s", "a positive duration"},
 		{"CLUSTERAPP_LIMIT_NOFILE", "10", "from 1024"},
 		{"CLUSTERAPP_MEMORY_MAX", "lots", "a size such as"},
 		{"CLUSTERAPP_MEMORY_HIGH", "150%", "a percentage"},

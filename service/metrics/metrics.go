@@ -30,6 +30,7 @@ type Metrics struct {
 	inFlight  prometheus.Gauge
 	connsOpen prometheus.Gauge
 	accepted  prometheus.Counter
+	prot      protection
 }
 
 // New registers the worker's metrics, the Go runtime and process collectors,
@@ -58,6 +59,7 @@ func New(instance, version string, start time.Time) *Metrics {
 			Name: "clusterapp_http_connections_accepted_total", Help: "Client connections this worker accepted.",
 		})).(prometheus.Counter),
 	}
+	m.prot = newProtection(reg)
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "clusterapp_worker_info", Help: "Always 1; labels name the worker instance and version.",
 		ConstLabels: prometheus.Labels{"instance": instance, "version": version},

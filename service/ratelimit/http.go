@@ -1,7 +1,6 @@
 package ratelimit
 
 import (
-	"fmt"
 	"math"
 	"net"
 	"net/http"
@@ -23,31 +22,6 @@ type Middleware struct {
 	Trusted  []netip.Prefix
 	Exempt   map[string]bool
 	Observer Observer
-}
-
-// ParsePrefixes parses a comma-separated list of CIDR prefixes or addresses.
-func ParsePrefixes(list string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for _, s := range strings.Split(list, ",") {
-		s = strings.TrimSpace(s)
-		if s == "" {
-			continue
-		}
-		if !strings.Contains(s, "/") {
-			a, err := netip.ParseAddr(s)
-			if err != nil {
-				return nil, fmt.Errorf("%q is not an address or CIDR prefix", s)
-			}
-			out = append(out, netip.PrefixFrom(a, a.BitLen()))
-			continue
-		}
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return nil, fmt.Errorf("%q is not an address or CIDR prefix", s)
-		}
-		out = append(out, p.Masked())
-	}
-	return out, nil
 }
 
 // Wrap returns next behind the limit.

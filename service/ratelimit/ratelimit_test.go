@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -78,11 +79,7 @@ func TestSharedTableIsOneBudget(t *testing.T) {
 }
 
 func TestClientKey(t *testing.T) {
-	trusted, err := ParsePrefixes("127.0.0.1, 10.0.0.0/8")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := &Middleware{Trusted: trusted}
+	m := &Middleware{Trusted: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("10.0.0.0/8")}}
 	for _, tc := range []struct{ remote, xff, want string }{
 		{"192.0.2.1:5000", "", "192.0.2.1"},
 		{"192.0.2.1:5000", "203.0.113.9", "192.0.2.1"},                           // untrusted peer: header ignored
@@ -99,9 +96,6 @@ func TestClientKey(t *testing.T) {
 		if got := m.ClientKey(r); got != tc.want {
 			t.Errorf("remote %s XFF %q: key %q, want %q", tc.remote, tc.xff, got, tc.want)
 		}
-	}
-	if _, err := ParsePrefixes("10.0.0.0/33"); err == nil {
-		t.Error("a bad prefix parsed")
 	}
 }
 

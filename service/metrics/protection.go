@@ -1,0 +1,62 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// protection counts the decisions of admission control, the rate limit and
+// the result cache; Metrics implements their Observer interfaces with it.
+type protection struct {
+	admitted  prometheus.Counter
+	shed      prometheus.Counter
+	queueWait prometheus.Histogram
+	limited   prometheus.Counter
+	cacheHit  prometheus.Counter
+	cacheMiss prometheus.Counter
+}
+
+func newProtection(reg *prometheus.Registry) protection {
+	p := protection{
+		admitted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "clusterapp_admission_admitted_total", Help: "Requests admitted by admission control.",
+		}),
+		shed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "clusterapp_admission_shed_total", Help: "Requests answered 503 because the worker was at capacity.",
+		}),
+		queueWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "clusterapp_admission_wait_seconds", Help: "Time admitted requests waited for a free slot.",
+			Buckets: []float64{0, .0005, .001, .0025, .005, .01, .025, .05, .1, .25},
+		}),
+		limited: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "clusterapp_ratelimit_limited_total", Help: "Requests answered 429 by the per-client rate limit.",
+		}),
+		cacheHit: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "clusterapp_cache_hits_total", Help: "Result cache hits.",
+		}),
+		cacheMiss: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "clusterapp_cache_misses_total", Help: "Result cache misses (computations, shared by concurrent identical requests).",
+		}),
+	}
+	reg.MustRegister(p.admitted, p.shed, p.queueWait, p.limited, p.cacheHit, p.cacheMiss)
+	return p
+}
+
+// Admitted counts a request admitted after waiting wait.
+func (m *Metrics) Admitted(wait time.Duration) {
+	m.prot.admitted.Inc()
+	m.prot.queueWait.Observe(wait.Seconds())
+}
+
+// Shed counts a request refused at capacity.
+func (m *Metrics) Shed() { m.prot.shed.Inc() }
+
+// Limited counts a request refused by the rate limit.
+func (m *Metrics) Limited() { m.prot.limited.Inc() }
+
+// Hit counts a result-cache hit.
+func (m *Metrics) Hit() { m.prot.cacheHit.Inc() }
+
+// Miss counts a result-cache miss.
+func (m *Metrics) Miss() { m.prot.cacheMiss.Inc() }
