@@ -158,7 +158,7 @@ func testRPMContents(t *testing.T, rpm string) {
 	}
 	scripts := run(t, "rpm", "-qp", "--scripts", rpm)
 	for _, want := range []string{"postinstall scriptlet", "preuninstall scriptlet", "postuninstall scriptlet",
-		"systemctl start clusterapp.socket", "systemctl restart \"$unit\"", "[ -d /run/systemd/system ]"} {
+		"systemctl start clusterapp.socket", "clusterapp reload", "[ -d /run/systemd/system ]"} {
 		if !strings.Contains(scripts, want) {
 			t.Errorf("rpm scriptlets lack %q:\n%s", want, scripts)
 		}

@@ -42,24 +42,14 @@ apply_sysctl() {
 	done
 }
 
-# rolling_restart restarts the active workers one at a time. systemd keeps holding the listening
-# socket, a stopping worker drains its connections (answers with Connection: close, then exits),
-# and the others take the new connections meanwhile: no request fails. `systemctl restart`
-# returns once the new process sent READY=1 (Type=notify); the check after it is a bounded
-# confirmation before the next worker goes down.
+# rolling_restart restarts the active workers one at a time with the new binary's own
+# `clusterapp reload`: each restart waits for the new process's READY=1 before the next worker
+# goes down, and the rollout stops at the first failure, naming the worker and why. systemd keeps
+# holding the listening socket and a stopping worker drains its connections, so no request fails.
 rolling_restart() {
-	for unit in $(systemctl list-units --plain --no-legend --state=active 'clusterapp-worker@*.service' | awk '{print $1}'); do
-		systemctl restart "$unit"
-		tries=0
-		until systemctl is-active --quiet "$unit"; do
-			tries=$((tries + 1))
-			if [ "$tries" -gt 300 ]; then
-				echo "clusterapp: $unit did not come back within 30s; stopping the rollout (journalctl -u $unit)" >&2
-				return 1
-			fi
-			sleep 0.1
-		done
-	done
+	if systemctl list-units --plain --no-legend --state=active 'clusterapp-worker@*.service' | grep -q .; then
+		clusterapp reload
+	fi
 }
 
 case $phase in

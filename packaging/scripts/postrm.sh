@@ -21,19 +21,9 @@ fi
 systemctl daemon-reload
 
 if [ "$phase" = rpm-upgrade ]; then
-	# The same rollout as the deb postinst's (see there): one worker at a time, each confirmed
-	# active before the next goes down, bounded.
-	for unit in $(systemctl list-units --plain --no-legend --state=active 'clusterapp-worker@*.service' | awk '{print $1}'); do
-		systemctl restart "$unit"
-		tries=0
-		until systemctl is-active --quiet "$unit"; do
-			tries=$((tries + 1))
-			if [ "$tries" -gt 300 ]; then
-				echo "clusterapp: $unit did not come back within 30s; stopping the rollout (journalctl -u $unit)" >&2
-				exit 1
-			fi
-			sleep 0.1
-		done
-	done
+	# The same rollout as the deb postinst's: the new binary's readiness-gated `clusterapp reload`.
+	if systemctl list-units --plain --no-legend --state=active 'clusterapp-worker@*.service' | grep -q .; then
+		clusterapp reload || exit 1
+	fi
 fi
 exit 0
