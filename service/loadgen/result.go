@@ -43,6 +43,11 @@ type Result struct {
 	Throughput float64 `json:"throughput_rps"`
 	// Latency is over 2xx responses only.
 	Latency Latency `json:"latency"`
+	// Non2xxLatency is over the other responses (e.g. a 503 from admission
+	// control, a 429 from the rate limit), measured the same way, so the
+	// time a server takes to turn a request away can be told apart from the
+	// time it takes to serve one. Zero when every response was 2xx.
+	Non2xxLatency Latency `json:"non_2xx_latency"`
 
 	// ByHeader counts 2xx responses by the value of the Header response
 	// header, i.e. by the worker that served them.

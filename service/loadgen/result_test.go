@@ -37,8 +37,9 @@ func TestWriteSummary(t *testing.T) {
 		Requests: 12, Responses: 10, OK: 9, StatusCodes: map[int]int{200: 9, 503: 1},
 		ConnectErrors: 2, ErrorSamples: []string{"dial tcp 127.0.0.1:8080: connect: connection refused"},
 		Dials: 6, Elapsed: time.Second, Throughput: 10,
-		Latency:  Latency{P50: 1234567 * time.Nanosecond, Max: 3 * time.Millisecond},
-		ByHeader: map[string]int{"w1": 9},
+		Latency:       Latency{P50: 1234567 * time.Nanosecond, Max: 3 * time.Millisecond},
+		Non2xxLatency: Latency{P50: 200 * time.Microsecond, P99: 200 * time.Microsecond, Max: 200 * time.Microsecond},
+		ByHeader:      map[string]int{"w1": 9},
 	}
 	var out strings.Builder
 	if err := res.WriteSummary(&out); err != nil {
@@ -49,6 +50,7 @@ func TestWriteSummary(t *testing.T) {
 		"12 requests, 10 responses (9 2xx), 2 errors, 10.00 responses/s",
 		"p50 1.23ms",
 		"200=9 503=1",
+		"non-2xx  p50 200µs",
 		"connect 2, read 0",
 		"connection refused",
 		"X-Worker  w1=9 (max/min 1.00)",

@@ -185,6 +185,9 @@ func TestRunStatusCodesAndRedirects(t *testing.T) {
 	if res.StatusCodes[http.StatusFound] != 10 || res.OK != 0 || res.Errors() != 0 || res.Latency.Max != 0 {
 		t.Errorf("status %v ok %d errors %d latency %+v, want 10×302 and no 2xx latency", res.StatusCodes, res.OK, res.Errors(), res.Latency)
 	}
+	if res.Non2xxLatency.Max == 0 {
+		t.Errorf("non-2xx latency %+v, want the 302s measured", res.Non2xxLatency)
+	}
 }
 
 func TestRunFixedRate(t *testing.T) {
@@ -249,4 +252,46 @@ func TestRunCancelReturnsWhatWasMeasured(t *testing.T) {
 	if !res.Interrupted || res.Canceled != 3 || res.Requests != 3 || res.Errors() != 0 {
 		t.Errorf("interrupted %v canceled %d requests %d errors %d, want true, 3, 3, 0", res.Interrupted, res.Canceled, res.Requests, res.Errors())
 	}
+}
+
+func TestRunNon2xxLatencyIsSeparate(t *testing.T) {
+	// One request in four is turned away slowly; the others are served at
+	// once. Only lower bounds are asserted: had the fast 2xx responses
+	// leaked into Non2xxLatency (three in four), its median would be fast.
+	const rejectDelay = 30 * time.Millisecond
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1)%4 == 0 {
+			time.Sleep(rejectDelay)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	}))
+	t.Cleanup(srv.Close)
+	res := run(t, Options{URL: srv.URL, Concurrency: 2, Requests: 40, KeepAlive: true})
+	if res.StatusCodes[http.StatusServiceUnavailable] != 10 || res.OK != 30 {
+		t.Fatalf("status %v, want 30×200 and 10×503", res.StatusCodes)
+	}
+	if res.Non2xxLatency.P50 < rejectDelay || res.Non2xxLatency.Max < rejectDelay {
+		t.Errorf("non-2xx latency %+v, want p50 and max >= %v", res.Non2xxLatency, rejectDelay)
+	}
+
+	allOK := run(t, Options{URL: newWorkerServer(t, 1).URL, Concurrency: 2, Requests: 10})
+	if allOK.Non2xxLatency != (Latency{}) {
+		t.Errorf("non-2xx latency %+v with only 2xx responses, want zero", allOK.Non2xxLatency)
+	}
+	var decoded map[string]any
+	if err := json.Unmarshal(mustJSON(t, res), &decoded); err != nil || decoded["non_2xx_latency"] == nil {
+		t.Errorf("JSON lacks non_2xx_latency: %v", err)
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -21,6 +21,7 @@ type stats struct {
 	errors        [numErrorKinds]int
 	errorSamples  []string
 	latency       histogram
+	non2xxLatency histogram
 }
 
 func newStats() *stats {
@@ -31,6 +32,7 @@ func (s *stats) recordResponse(resp *http.Response, header string, latency time.
 	s.responses++
 	s.statusCodes[resp.StatusCode]++
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		s.non2xxLatency.record(latency)
 		return
 	}
 	s.ok++
@@ -59,7 +61,7 @@ func addSample(samples []string, msg string) []string {
 
 // merge adds the stats of every goroutine into r.
 func (r *Result) merge(all []*stats) {
-	var latency histogram
+	var latency, non2xxLatency histogram
 	r.StatusCodes = map[int]int{}
 	r.ByHeader = map[string]int{}
 	r.ErrorSamples = []string{}
@@ -83,6 +85,8 @@ func (r *Result) merge(all []*stats) {
 			r.ErrorSamples = addSample(r.ErrorSamples, msg)
 		}
 		latency.merge(&s.latency)
+		non2xxLatency.merge(&s.non2xxLatency)
 	}
 	r.Latency = latencyOf(&latency)
+	r.Non2xxLatency = latencyOf(&non2xxLatency)
 }

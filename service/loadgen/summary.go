@@ -31,6 +31,9 @@ func (r *Result) WriteSummary(w io.Writer) error {
 	p.printf("  latency  mean %v  p50 %v  p90 %v  p99 %v  p99.9 %v  max %v\n",
 		roundLatency(l.Mean), roundLatency(l.P50), roundLatency(l.P90),
 		roundLatency(l.P99), roundLatency(l.P999), roundLatency(l.Max))
+	if n := r.Non2xxLatency; r.Responses > r.OK {
+		p.printf("  non-2xx  p50 %v  p99 %v  max %v\n", roundLatency(n.P50), roundLatency(n.P99), roundLatency(n.Max))
+	}
 	p.printf("  status   %s\n", joinCounts(r.StatusCodes))
 	if r.Errors() > 0 || r.Canceled > 0 {
 		p.printf("  errors   connect %d, read %d, timeout %d, other %d, canceled %d\n",
