@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/clusterapp/clusterapp/service/app"
+	"github.com/clusterapp/clusterapp/service/balance"
 	"github.com/clusterapp/clusterapp/service/config"
 	"github.com/clusterapp/clusterapp/service/listen"
 	"github.com/clusterapp/clusterapp/service/logging"
@@ -68,7 +69,12 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer closeProt()
-	w := newWorker(cfg, instance, log, prot)
+	bal, closeBal, err := newBalancer(cfg, instance, log)
+	if err != nil {
+		return err
+	}
+	defer closeBal()
+	w := newWorker(cfg, instance, log, prot, bal)
 	return w.run(ctx, listeners, source, sigc)
 }
 
@@ -91,10 +97,12 @@ type worker struct {
 	notifier *notify.Notifier
 	srv      *server.Server
 	crashc   chan struct{}
+	bal      *balance.Balancer // nil when balancing is off
+	stopBal  context.CancelFunc
 }
 
-func newWorker(cfg config.Config, instance string, log *logrus.Entry, prot protection) *worker {
-	w := &worker{cfg: cfg, instance: instance, log: log, notifier: notify.New(log), crashc: make(chan struct{}, 1)}
+func newWorker(cfg config.Config, instance string, log *logrus.Entry, prot protection, bal *balance.Balancer) *worker {
+	w := &worker{cfg: cfg, instance: instance, log: log, notifier: notify.New(log), crashc: make(chan struct{}, 1), bal: bal, stopBal: func() {}}
 	m := metrics.New(instance, version, time.Now())
 	opts := app.Options{
 		Instance: instance, FibMaxN: cfg.FibMaxN, MaxBodyBytes: int64(cfg.MaxBodyBytes),
@@ -109,13 +117,19 @@ func newWorker(cfg config.Config, instance string, log *logrus.Entry, prot prote
 	}
 	prot.apply(&opts, m)
 	a := app.New(opts)
-	w.srv = server.New(server.Options{
+	sopts := server.Options{
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout,
 		WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout,
 		MaxHeaderBytes: int(cfg.MaxHeaderBytes), ShutdownTimeout: cfg.ShutdownTimeout,
 		DrainIdleGrace: cfg.DrainIdleGrace, MaxRequests: cfg.MaxRequests,
-		MaxRequestsJitter: cfg.MaxRequestsJitter, ConnObserver: m, Log: log,
-	}, a.Handler())
+		MaxRequestsJitter: cfg.MaxRequestsJitter, KeepAliveRequests: cfg.KeepAliveRequests,
+		ConnObservers: []server.ConnObserver{m}, Log: log,
+	}
+	if bal != nil {
+		sopts.ConnObservers = append(sopts.ConnObservers, bal)
+		sopts.WrapListener = bal.Listener
+	}
+	w.srv = server.New(sopts, a.Handler())
 	return w
 }
 
@@ -130,12 +144,17 @@ func (w *worker) run(ctx context.Context, listeners []net.Listener, source liste
 		return fmt.Errorf("first health probe: %w", err)
 	}
 	w.srv.SetReady()
+	if w.bal != nil {
+		var bctx context.Context
+		bctx, w.stopBal = context.WithCancel(ctx)
+		go w.bal.Run(bctx)
+	}
 	w.startWatchdog(ctx)
 	_ = w.notifier.Ready(w.status()) // failures are logged by the notifier
 	go w.reportStatus(ctx)
 	w.log.WithFields(logrus.Fields{
 		"addresses": addrs(listeners), "source": source, "pid": os.Getpid(), "version": version,
-		"gomaxprocs": runtime.GOMAXPROCS(0), "recycle_after": w.srv.RecycleLimit(),
+		"gomaxprocs": runtime.GOMAXPROCS(0), "recycle_after": w.srv.RecycleLimit(), "balance": w.bal != nil,
 	}).Info("serving")
 
 	var reason string
@@ -156,6 +175,7 @@ func (w *worker) run(ctx context.Context, listeners []net.Listener, source liste
 func (w *worker) drain(ctx context.Context, reason string, sigc <-chan os.Signal) error {
 	w.log.WithField("reason", reason).WithField("timeout", w.cfg.ShutdownTimeout).Info("draining")
 	_ = w.notifier.Stopping("draining: " + reason)
+	w.stopBal() // the other workers stop leaving connections to this one
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {

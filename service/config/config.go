@@ -60,6 +60,10 @@ type Config struct {
 	CacheBytes   Size          `envconfig:"CACHE_BYTES" default:"16MiB" desc:"result cache: most bytes of keys and values kept"`
 	CacheMaxAge  time.Duration `envconfig:"CACHE_MAX_AGE" default:"1m" desc:"result cache: max-age sent in Cache-Control, so a front cache may store cached routes"`
 
+	Balance           bool          `envconfig:"BALANCE" default:"true" desc:"spread connections evenly: a worker holding more connections than the least-loaded live worker leaves the next accept to it (least-connections, no master)"`
+	BalanceMaxDefer   time.Duration `envconfig:"BALANCE_MAX_DEFER" default:"20ms" desc:"longest a worker puts off one accept while balancing; bounds the delay when the shared table is stale"`
+	KeepAliveRequests int           `envconfig:"KEEPALIVE_REQUESTS" default:"1000" desc:"close a keep-alive connection after this many requests so clients are redistributed over the workers (nginx's keepalive_requests); 0 = unlimited"`
+
 	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"20s" desc:"how long a draining worker waits for its connections to finish before closing them (keep it below the unit's TimeoutStopSec=)"`
 	DrainIdleGrace  time.Duration `envconfig:"DRAIN_IDLE_GRACE" default:"1s" desc:"while draining, a keep-alive connection idle this long is closed instead of waited for"`
 
@@ -242,6 +246,8 @@ func (c Config) validate(skip map[string]bool) []Problem {
 	check("TRUSTED_PROXIES", c.TrustedProxies, validPrefixes(c.TrustedProxies), "comma-separated addresses or CIDR prefixes, such as 127.0.0.1,10.0.0.0/8")
 	check("CACHE_ENTRIES", itoa(c.CacheEntries), c.CacheEntries >= 0, "a whole number, 0 (off) or more")
 	check("CACHE_MAX_AGE", formatDuration(c.CacheMaxAge), c.CacheMaxAge >= 0, "a duration of 0 or more, such as 1m")
+	check("BALANCE_MAX_DEFER", formatDuration(c.BalanceMaxDefer), c.BalanceMaxDefer >= 0 && c.BalanceMaxDefer <= time.Second, "a duration from 0 to 1s, such as 20ms")
+	check("KEEPALIVE_REQUESTS", itoa(c.KeepAliveRequests), c.KeepAliveRequests >= 0, "a whole number, 0 (unlimited) or more")
 	check("SHUTDOWN_TIMEOUT", c.ShutdownTimeout.String(), c.ShutdownTimeout > 0, "a positive duration such as 20s")
 	check("MAX_REQUESTS", itoa(c.MaxRequests), c.MaxRequests >= 0, "a whole number, 0 or more (0 disables recycling)")
 	check("MAX_REQUESTS_JITTER", itoa(c.MaxRequestsJitter), c.MaxRequestsJitter >= 0, "a whole number, 0 or more")

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -28,9 +29,16 @@ type Options struct {
 	// random 0..MaxRequestsJitter; 0 disables.
 	MaxRequests       int
 	MaxRequestsJitter int
-	// ConnObserver, when set, is told about every connection opened and closed.
-	ConnObserver ConnObserver
-	Log          *logrus.Entry
+	// ConnObservers are told about every connection opened and closed.
+	ConnObservers []ConnObserver
+	// WrapListener, when set, wraps each listener before serving (the
+	// balancer's accept gate).
+	WrapListener func(net.Listener) net.Listener
+	// KeepAliveRequests ends a keep-alive connection (Connection: close)
+	// after this many requests, so long-lived clients are redistributed
+	// over the workers, like nginx's keepalive_requests; 0 = unlimited.
+	KeepAliveRequests int
+	Log               *logrus.Entry
 }
 
 // ConnObserver is told when client connections open and close.
@@ -82,6 +90,9 @@ func New(opts Options, handler http.Handler) *Server {
 		MaxHeaderBytes:    opts.MaxHeaderBytes,
 		ConnState:         s.connState,
 		ErrorLog:          newErrorLog(opts.Log),
+		ConnContext: func(ctx context.Context, _ net.Conn) context.Context {
+			return context.WithValue(ctx, connRequestsKey{}, new(atomic.Int64))
+		},
 	}
 	return s
 }
@@ -125,6 +136,9 @@ func (s *Server) Serve(listeners []net.Listener, errc chan<- error) {
 	s.listeners = listeners
 	s.mu.Unlock()
 	for _, l := range listeners {
+		if s.opts.WrapListener != nil {
+			l = s.opts.WrapListener(l)
+		}
 		s.serving.Add(1)
 		go func() {
 			defer s.serving.Done()
@@ -154,22 +168,33 @@ func (s *Server) track(next http.Handler) http.Handler {
 				close(s.recycle)
 			})
 		}
-		next.ServeHTTP(&closingWriter{ResponseWriter: w, draining: &s.draining}, r)
+		last := false
+		if k := s.opts.KeepAliveRequests; k > 0 {
+			if n, ok := r.Context().Value(connRequestsKey{}).(*atomic.Int64); ok && n.Add(1) >= int64(k) {
+				last = true
+			}
+		}
+		next.ServeHTTP(&closingWriter{ResponseWriter: w, draining: &s.draining, last: last}, r)
 	})
 }
 
+// connRequestsKey holds a connection's request counter in its context.
+type connRequestsKey struct{}
+
 // closingWriter adds Connection: close when the header is written during a
-// drain, so requests that began before the drain also end their connection.
+// drain, so requests that began before the drain also end their connection,
+// and on a connection's last allowed request.
 type closingWriter struct {
 	http.ResponseWriter
 	draining    *atomic.Bool
+	last        bool
 	wroteHeader bool
 }
 
 func (w *closingWriter) WriteHeader(code int) {
 	if !w.wroteHeader {
 		w.wroteHeader = true
-		if w.draining.Load() {
+		if w.last || w.draining.Load() {
 			w.Header().Set("Connection", "close")
 		}
 	}
@@ -191,7 +216,7 @@ func (s *Server) connState(c net.Conn, state http.ConnState) {
 	switch state {
 	case http.StateNew:
 		s.conns[c] = connInfo{state: state, since: time.Now()}
-		if o := s.opts.ConnObserver; o != nil {
+		for _, o := range s.opts.ConnObservers {
 			o.ConnOpened()
 		}
 	case http.StateActive, http.StateIdle:
@@ -201,7 +226,7 @@ func (s *Server) connState(c net.Conn, state http.ConnState) {
 	case http.StateClosed, http.StateHijacked:
 		if _, ok := s.conns[c]; ok {
 			delete(s.conns, c)
-			if o := s.opts.ConnObserver; o != nil {
+			for _, o := range s.opts.ConnObservers {
 				o.ConnClosed()
 			}
 		}

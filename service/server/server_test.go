@@ -280,3 +280,24 @@ func TestHugeHeaderRejected(t *testing.T) {
 	}
 	resp.Body.Close()
 }
+
+func TestKeepAliveRequestsBound(t *testing.T) {
+	_, addr := newServer(t, func(o *Options) { o.KeepAliveRequests = 3 }, nil)
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	for i := 1; i <= 3; i++ {
+		io.WriteString(conn, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		if resp.Close != (i == 3) {
+			t.Fatalf("request %d: Connection: close = %v, want it on the 3rd only", i, resp.Close)
+		}
+	}
+}

@@ -1,0 +1,83 @@
+package balance
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/clusterapp/clusterapp/service/shm"
+)
+
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+// pool returns n balancers over one region, as n workers would see it.
+func pool(n int, c *clock) []*Balancer {
+	r := shm.Local(Slots * wordsPerSlot)
+	bs := make([]*Balancer, n)
+	for i := range bs {
+		bs[i] = New(r, Options{Self: i, Now: c.now, MaxDefer: 50 * time.Millisecond})
+		bs[i].Beat()
+	}
+	return bs
+}
+
+func TestDefersToALessLoadedLiveWorker(t *testing.T) {
+	c := &clock{time.Unix(1000, 0)}
+	w := pool(3, c)
+	if w[0].ShouldDefer() {
+		t.Fatal("deferring with equal loads")
+	}
+	w[0].ConnOpened()
+	if !w[0].ShouldDefer() {
+		t.Fatal("worker 0 holds 1 connection, the others 0: it must defer")
+	}
+	w[1].ConnOpened()
+	w[2].ConnOpened()
+	if w[0].ShouldDefer() {
+		t.Fatal("deferring with equal loads again")
+	}
+	w[0].ConnOpened()
+	w[1].ConnClosed()
+	if !w[0].ShouldDefer() || w[1].ShouldDefer() {
+		t.Fatal("only the most loaded worker defers")
+	}
+}
+
+func TestIgnoresDeadAndDrainingWorkers(t *testing.T) {
+	c := &clock{time.Unix(1000, 0)}
+	w := pool(3, c)
+	w[0].ConnOpened()
+	w[1].Leave() // draining
+	c.t = c.t.Add(time.Second)
+	w[0].Beat() // worker 2 stopped beating a second ago: frozen or dead
+	if w[0].ShouldDefer() {
+		t.Fatal("deferring to a draining and a stale worker would black-hole connections")
+	}
+}
+
+func TestAcceptIsDeferredAtMostMaxDefer(t *testing.T) {
+	c := &clock{time.Unix(1000, 0)}
+	w := pool(2, c)
+	for range 5 {
+		w[0].ConnOpened()
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	gated := w[0].Listener(l)
+	go func() {
+		if c, err := net.Dial("tcp", l.Addr().String()); err == nil {
+			defer c.Close()
+			time.Sleep(5 * time.Second)
+		}
+	}()
+	conn, err := gated.Accept() // the table says defer forever; MaxDefer says no
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+}
