@@ -8,7 +8,7 @@ DIST    := dist
 # Every test run is bounded; the integration tests boot real systemd.
 TEST_TIMEOUT ?= 30m
 
-.PHONY: help build test test-unit test-integration run check fmt vet tidy units docs package deb rpm clean
+.PHONY: help build test test-unit test-integration run bench check fmt vet tidy units docs package deb rpm clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -30,6 +30,11 @@ test-integration: build ## only the suite under real systemd in the sandbox (roo
 
 run: build ## run the real suite: a private systemd serving 127.0.0.1:8080 (root; Ctrl-C stops it)
 	scripts/sandbox run
+
+# Not part of `make test`: it reports numbers and fails only when a run could not be made.
+bench: build ## measure 1 vs N workers and a spike in a sandbox (root, ~3 min); writes docs/benchmarks.md and .svg
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/clusterapp-bench ./cmd/clusterapp-bench
+	$(BIN)/clusterapp-bench -repo . -out docs
 
 check: fmt vet tidy units ## static checks: gofmt, go vet, go mod tidy, unit verification, hardening budget
 

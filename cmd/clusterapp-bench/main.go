@@ -1,0 +1,166 @@
+// Command clusterapp-bench is `make bench`: it boots the suite in a sandbox
+// box (scripts/sandbox, a real systemd in private namespaces), measures 1
+// worker, N workers and one process with GOMAXPROCS=N on /, /fib?n=30 and
+// /slow, then the spike scenario of /fib?n=30 with admission control on
+// and off, and writes docs/benchmarks.md and docs/benchmarks.svg. All load
+// goes to the box's own 127.0.0.1, from the project's generator run inside
+// the box; every run is bounded.
+//
+//	clusterapp-bench [-repo .] [-box bench] [-cell 4s] [-out docs]
+//
+// Exit status: 0 when every run was made (whatever the numbers), 1 when one
+// could not be (the box did not boot, a worker did not start, nothing was
+// served), 2 for bad flags.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/clusterapp/clusterapp/service/bench"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		os.Exit(0)
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(os.Stderr, "clusterapp-bench:", err)
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "clusterapp-bench: FAILED:", err)
+		os.Exit(1)
+	}
+}
+
+var errUsage = errors.New("usage")
+
+type flags struct {
+	repo, box, out, admissionWait string
+	cell, spikeDuration           time.Duration
+	concurrency                   int
+}
+
+func parseFlags(args []string, stderr io.Writer) (flags, error) {
+	var f flags
+	fs := flag.NewFlagSet("clusterapp-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.repo, "repo", ".", "repository root: bin/ (built), systemd/, scripts/sandbox")
+	fs.StringVar(&f.box, "box", "bench", "name of the sandbox box to boot (must not be up)")
+	fs.StringVar(&f.out, "out", "docs", "directory for benchmarks.md and benchmarks.svg (the raw results go to bin/benchmarks.json)")
+	fs.DurationVar(&f.cell, "cell", 4*time.Second, "length of each closed-loop and fixed-rate run")
+	fs.IntVar(&f.concurrency, "c", 64, "keep-alive connections of the closed-loop and fixed-rate runs")
+	fs.DurationVar(&f.spikeDuration, "spike", 5*time.Second, "length of each spike run")
+	fs.StringVar(&f.admissionWait, "admission-wait", "5ms", "CLUSTERAPP_ADMISSION_WAIT of the protected spike run")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return f, err
+		}
+		return f, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 || f.cell <= 0 || f.spikeDuration <= 0 || f.concurrency < 1 {
+		return f, fmt.Errorf("%w: see -h", errUsage)
+	}
+	return f, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+	f, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("needs root: the sandbox boots systemd in private namespaces")
+	}
+	repo, err := filepath.Abs(f.repo)
+	if err != nil {
+		return fmt.Errorf("repo: %w", err)
+	}
+	for _, bin := range []string{"clusterapp", "clusterapp-load"} {
+		if _, err := os.Stat(filepath.Join(repo, "bin", bin)); err != nil {
+			return fmt.Errorf("bin/%s missing (run make build): %w", bin, err)
+		}
+	}
+	machine := bench.DetectMachine()
+	plan := newPlan(machine.CPUs, f)
+	box := &bench.Sandbox{Script: filepath.Join(repo, "scripts", "sandbox"), Name: f.box, Repo: repo}
+	fmt.Fprintf(stderr, ">> booting sandbox box %q\n", f.box)
+	if err := box.Up(ctx); err != nil {
+		_ = box.Down(context.Background()) // a half-booted box must not stay; the boot error is the one to report
+		return err
+	}
+	defer func() {
+		if downErr := box.Down(context.Background()); downErr != nil && err == nil {
+			err = downErr
+		}
+	}()
+	started, loadBefore := time.Now(), bench.LoadAverage()
+	res, err := (&bench.Runner{Box: box, Log: stderr}).Run(ctx, plan)
+	if err != nil {
+		return err
+	}
+	res.Machine, res.Date = machine, started
+	res.LoadBefore, res.LoadAfter = loadBefore, bench.LoadAverage()
+	fmt.Fprintf(stderr, ">> measured in %s\n", time.Since(started).Round(time.Second))
+	out := f.out
+	if !filepath.IsAbs(out) {
+		out = filepath.Join(repo, out)
+	}
+	return write(res, out, filepath.Join(repo, "bin", "benchmarks.json"), stdout)
+}
+
+func newPlan(cpus int, f flags) bench.Plan {
+	on, off := bench.SpikeConfigurations(cpus, f.admissionWait)
+	return bench.Plan{
+		CPUs:              cpus,
+		Configs:           bench.DefaultConfigurations(cpus),
+		Routes:            []string{"/", "/fib?n=30", "/slow"},
+		Concurrency:       f.concurrency,
+		Cell:              f.cell,
+		FixedRateFraction: 0.5,
+		Spike: &bench.SpikePlan{
+			Route: "/fib?n=30", From: bench.NWorkersName, Factor: 10, UnloadedFraction: 0.05,
+			Duration: f.spikeDuration, Concurrency: 256, Timeout: 10 * time.Second, On: on, Off: off,
+		},
+	}
+}
+
+// write renders the page and the chart into dir, the raw results (every
+// generator result in full) into rawPath, and prints the page to stdout.
+func write(res *bench.Results, dir, rawPath string, stdout io.Writer) error {
+	page := filepath.Join(dir, "benchmarks.md")
+	old, _ := os.ReadFile(page) // absent on the first run: no notes to keep
+	var md, svg bytes.Buffer
+	if err := bench.WriteMarkdown(&md, res, "benchmarks.svg", bench.KeptNotes(string(old))); err != nil {
+		return err
+	}
+	if err := bench.WriteSVG(&svg, res); err != nil {
+		return err
+	}
+	raw, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode results: %w", err)
+	}
+	for path, content := range map[string][]byte{
+		filepath.Join(dir, "benchmarks.md"): md.Bytes(), filepath.Join(dir, "benchmarks.svg"): svg.Bytes(), rawPath: raw,
+	} {
+		if err := os.WriteFile(path, content, 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+	}
+	_, err = stdout.Write(md.Bytes())
+	return err
+}

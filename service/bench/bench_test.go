@@ -1,0 +1,234 @@
+package bench
+
+import (
+	"context"
+	"encoding/xml"
+	"errors"
+	"io"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clusterapp/clusterapp/service/loadgen"
+)
+
+func TestWorkers(t *testing.T) {
+	tests := []struct {
+		env     string
+		want    int
+		wantErr bool
+	}{
+		{"", 4, false},
+		{"CLUSTERAPP_WORKERS=0\n", 4, false},
+		{"CLUSTERAPP_WORKERS=1\nGOMAXPROCS=1\n", 1, false},
+		{"# CLUSTERAPP_WORKERS=9\nCLUSTERAPP_WORKERS=\"3\"\n", 3, false},
+		{"CLUSTERAPP_WORKERS=2\nCLUSTERAPP_WORKERS=5\n", 5, false}, // the last line wins, as in systemd
+		{"CLUSTERAPP_WORKERS=many\n", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := Configuration{Name: "x", Env: tt.env}.Workers(4)
+		if got != tt.want || (err != nil) != tt.wantErr {
+			t.Errorf("Workers(%q) = %d, %v; want %d, error %v", tt.env, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+func TestConfigurationsKeepTheCacheOff(t *testing.T) {
+	on, off := SpikeConfigurations(2, "5ms")
+	for _, c := range append(DefaultConfigurations(2), on, off) {
+		if v, ok := envValue(c.Env, "CLUSTERAPP_CACHE_ENTRIES"); !ok || v != "0" {
+			t.Errorf("%s: CLUSTERAPP_CACHE_ENTRIES=%q, want 0 written out", c.Name, v)
+		}
+	}
+	if v, _ := envValue(on.Env, "CLUSTERAPP_ADMISSION_WAIT"); v != "5ms" {
+		t.Errorf("protection on waits %q, want 5ms", v)
+	}
+}
+
+func TestRatio(t *testing.T) {
+	tests := []struct {
+		num, den float64
+		want     string
+	}{
+		{2, 1, "2.00×"}, {1, 3, "0.33×"}, {1, 0, "+Inf"}, {0, 0, "n/a"}, {math.NaN(), 1, "n/a"},
+	}
+	for _, tt := range tests {
+		if got := Ratio(tt.num, tt.den); got != tt.want {
+			t.Errorf("Ratio(%v, %v) = %q, want %q", tt.num, tt.den, got, tt.want)
+		}
+	}
+}
+
+func TestShareSaysWhichWorkerGotNothing(t *testing.T) {
+	r := &loadgen.Result{OK: 30, ByHeader: map[string]int{"1": 20, "2": 10}}
+	if got := Share(r, 2); got != "2.00" {
+		t.Errorf("Share = %q, want 2.00", got)
+	}
+	if got := Share(r, 3); got != "+Inf (worker 3 got nothing)" {
+		t.Errorf("Share with an idle worker = %q", got)
+	}
+	if got := Share(r, 1); got != "–" {
+		t.Errorf("Share of one worker = %q, want –", got)
+	}
+}
+
+func TestGoodputCountsOnly2xx(t *testing.T) {
+	r := &loadgen.Result{Responses: 300, OK: 100, Elapsed: 2 * time.Second}
+	if got := Goodput(r); got != 50 {
+		t.Errorf("Goodput = %v, want 50", got)
+	}
+	if got := Goodput(&loadgen.Result{}); got != 0 {
+		t.Errorf("Goodput of an empty run = %v, want 0", got)
+	}
+}
+
+func TestErrorsAndMillis(t *testing.T) {
+	if got := Errors(&loadgen.Result{Timeouts: 3, ReadErrors: 1}); got != "4 (read 1, timeout 3)" {
+		t.Errorf("Errors = %q", got)
+	}
+	for d, want := range map[time.Duration]string{0: "–", 1234 * time.Microsecond: "1.23 ms", 45600 * time.Microsecond: "45.6 ms", 2 * time.Second: "2000 ms"} {
+		if got := Millis(d); got != want {
+			t.Errorf("Millis(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+func TestParsers(t *testing.T) {
+	status := "Name:\tclusterapp\nVmHWM:\t   21000 kB\nVmRSS:\t   16384 kB\nThreads:\t7\n"
+	if rss, peak := parseStatusMemory(status); rss != 16384 || peak != 21000 {
+		t.Errorf("parseStatusMemory = %d, %d; want 16384, 21000", rss, peak)
+	}
+	metrics := "HTTP/1.1 200 OK\r\nX-Worker: 2\r\n\r\n# TYPE go_sched_gomaxprocs_threads gauge\ngo_sched_gomaxprocs_threads 2\n"
+	if w, n, ok := parseGOMAXPROCS(metrics); !ok || w != "2" || n != 2 {
+		t.Errorf("parseGOMAXPROCS = %q, %d, %v", w, n, ok)
+	}
+	if _, _, ok := parseGOMAXPROCS("HTTP/1.1 503\r\n\r\n"); ok {
+		t.Error("parseGOMAXPROCS accepted a response without the gauge")
+	}
+	if got := cpuModel("processor\t: 0\nmodel name\t: AMD  EPYC 7B13\n"); got != "AMD EPYC 7B13" {
+		t.Errorf("cpuModel = %q", got)
+	}
+	if p := parseProperties("MainPID=42\nNRestarts=0\n"); p["MainPID"] != "42" || p["NRestarts"] != "0" {
+		t.Errorf("parseProperties = %v", p)
+	}
+}
+
+func TestNiceCeiling(t *testing.T) {
+	for v, want := range map[float64]float64{0: 0, 7: 10, 10: 10, 11: 20, 163: 200, 420: 500, 46036: 50000} {
+		if got := niceCeiling(v); got != want {
+			t.Errorf("niceCeiling(%v) = %v, want %v", v, got, want)
+		}
+	}
+}
+
+func TestKeptNotes(t *testing.T) {
+	page := "# Benchmarks\n...\n" + NotesBegin + "\nwritten by hand\n" + NotesEnd + "\n"
+	if got := KeptNotes(page); got != "written by hand" {
+		t.Errorf("KeptNotes = %q", got)
+	}
+	if got := KeptNotes("no markers"); got != "" {
+		t.Errorf("KeptNotes without markers = %q", got)
+	}
+}
+
+// sample is a small but complete result set, as a run would produce.
+func sample() *Results {
+	run := func(ok int, byHeader map[string]int, p99 time.Duration) *loadgen.Result {
+		return &loadgen.Result{Requests: ok + 5, Responses: ok + 5, OK: ok, StatusCodes: map[int]int{200: ok, 503: 5},
+			Elapsed: time.Second, ByHeader: byHeader, Latency: loadgen.Latency{P50: p99 / 2, P99: p99, P999: p99}}
+	}
+	configs := DefaultConfigurations(2)
+	on, off := SpikeConfigurations(2, "5ms")
+	res := &Results{
+		Plan: Plan{CPUs: 2, Configs: configs, Routes: []string{"/", "/fib?n=30"}, Concurrency: 64, Cell: time.Second,
+			FixedRateFraction: 0.5, Spike: &SpikePlan{Route: "/fib?n=30", From: NWorkersName, Factor: 10, Duration: time.Second, On: on, Off: off}},
+		Machine: Machine{CPUs: 2, Model: "Test CPU", Kernel: "6.1", Go: "go1.26"},
+	}
+	oks := map[string]int{"1 worker": 100, NWorkersName: 190, BaselineName: 200}
+	for _, c := range configs {
+		workers, _ := c.Workers(2)
+		byHeader := map[string]int{"1": oks[c.Name]} // with 2 workers, worker 2 got nothing
+		cr := ConfigResult{Config: c, Workers: workers, GOMAXPROCS: map[string]int{"1": 2}, Memory: []Worker{{Unit: "clusterapp-worker@1.service", RSS: 16384, PeakRSS: 20480}}}
+		for _, route := range res.Plan.Routes {
+			cr.Routes = append(cr.Routes, RouteResult{Route: route, Max: run(oks[c.Name], byHeader, 0), FixedRate: 50, Fixed: run(50, byHeader, 10*time.Millisecond)})
+		}
+		res.Configs = append(res.Configs, cr)
+	}
+	spike := run(20, nil, 40*time.Millisecond)
+	spike.Non2xxLatency = loadgen.Latency{P50: time.Millisecond, P99: 2 * time.Millisecond, Max: 3 * time.Millisecond}
+	before := []Worker{{Unit: "clusterapp-worker@1.service", PID: 10}}
+	res.Spike = &SpikeResult{Sustainable: 190, Offered: 1900, Unloaded: run(10, nil, 20*time.Millisecond), Runs: []SpikeRun{
+		{Config: on, Result: spike, Before: before, After: before},
+		{Config: off, Result: run(30, nil, 400*time.Millisecond), Before: before, After: []Worker{{Unit: "clusterapp-worker@1.service", PID: 11, Restarts: 1}}},
+	}}
+	return res
+}
+
+func TestWriteMarkdown(t *testing.T) {
+	var out strings.Builder
+	if err := WriteMarkdown(&out, sample(), "benchmarks.svg", "kept"); err != nil {
+		t.Fatal(err)
+	}
+	page := out.String()
+	for _, want := range []string{
+		"![2xx responses per second, per route and configuration](benchmarks.svg)",
+		"Result cache: OFF",
+		"MemoryCurrent is not available",
+		"| `/fib?n=30` | N workers | 190.0 | 1.90× | 0.95× | 5 | 0 | +Inf (worker 2 got nothing) |",
+		"| `/` | 50 | 1 worker | 5.00 ms | 10.0 ms | 10.0 ms | 1.00× | 5 | 0 |",
+		"| 1 process | @1 16.0 MiB (20.0 MiB) | 16.0 MiB | 1.00× |",
+		"| admitted p99 × unloaded p99 (20.0 ms) | 2.00× | 20.00× |",
+		"| time to reject p50 / p99 / max | 1.00 ms / 2.00 ms / 3.00 ms | – / – / – |",
+		"| worker restarts (NRestarts, PID changes) | 0 | 1 (@1 pid 10→11) |",
+		NotesBegin + "\nkept\n" + NotesEnd,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q:\n%s", want, page)
+		}
+	}
+	if got := KeptNotes(page); got != "kept" {
+		t.Errorf("the notes do not survive a rewrite: %q", got)
+	}
+}
+
+func TestWriteSVG(t *testing.T) {
+	var out strings.Builder
+	if err := WriteSVG(&out, sample()); err != nil {
+		t.Fatal(err)
+	}
+	// Well-formed XML, one bar per route and configuration, names escaped.
+	dec := xml.NewDecoder(strings.NewReader(out.String()))
+	for {
+		_, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("not well-formed: %v\n%s", err, out.String())
+		}
+	}
+	if bars := strings.Count(out.String(), "</title></rect>"); bars != 2*3 {
+		t.Errorf("%d bars, want 6 (2 routes × 3 configurations)", bars)
+	}
+	for _, want := range []string{"/fib?n=30", "1.90×", "190", "1 process"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("chart lacks %q", want)
+		}
+	}
+}
+
+func TestApplyFailsClearlyWhenWorkersDoNotStart(t *testing.T) {
+	box := &Sandbox{Name: "t", Command: func(ctx context.Context, args ...string) ([]byte, error) {
+		if len(args) > 4 && args[3] == "systemctl" && args[4] == "list-units" {
+			return []byte("clusterapp-worker@1.service loaded active running\n"), nil
+		}
+		return nil, nil
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	err := box.waitReadyWithin(ctx, Configuration{Name: "N workers"}, 2, 300*time.Millisecond)
+	if !errors.Is(err, ErrNotReady) || !strings.Contains(err.Error(), "wants 2 workers") {
+		t.Errorf("err = %v, want ErrNotReady naming the 2 workers wanted", err)
+	}
+}

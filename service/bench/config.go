@@ -1,0 +1,111 @@
+package bench
+
+import (
+	"bufio"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Configuration is one named set-up of the suite: the body of
+// /etc/clusterapp/clusterapp.env and a sentence saying exactly what it is.
+type Configuration struct {
+	// Name labels the configuration in tables and the chart.
+	Name string
+	// Env is written verbatim to /etc/clusterapp/clusterapp.env. Variables
+	// other than CLUSTERAPP_* (GOMAXPROCS) reach the workers too: the unit
+	// reads the file with EnvironmentFile=.
+	Env string
+	// Note describes the configuration for the report.
+	Note string
+}
+
+// Workers returns the number of workers the configuration runs: its
+// CLUSTERAPP_WORKERS, with 0 or absent meaning one per CPU (cpus), as the
+// generator does.
+func (c Configuration) Workers(cpus int) (int, error) {
+	value, ok := envValue(c.Env, "CLUSTERAPP_WORKERS")
+	if !ok || value == "" {
+		return cpus, nil
+	}
+	n, err := strconv.Atoi(value)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("configuration %q: CLUSTERAPP_WORKERS=%q is not a whole number", c.Name, value)
+	}
+	if n == 0 {
+		return cpus, nil
+	}
+	return n, nil
+}
+
+// envValue returns the last value of key in an env-file body (later lines
+// win, as in systemd), without surrounding quotes.
+func envValue(body, key string) (value string, ok bool) {
+	sc := bufio.NewScanner(strings.NewReader(body))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		k, v, found := strings.Cut(line, "=")
+		if !found || strings.HasPrefix(line, "#") || strings.TrimSpace(k) != key {
+			continue
+		}
+		value, ok = strings.Trim(strings.TrimSpace(v), `"'`), true
+	}
+	return value, ok
+}
+
+// commonEnv is in every configuration: the result cache and the per-client
+// rate limit are off (their defaults, written out so the report can say so),
+// so /fib stays an honest CPU workload and one generator is not throttled.
+const commonEnv = "CLUSTERAPP_CACHE_ENTRIES=0\nCLUSTERAPP_RATE_LIMIT=0\n"
+
+// DefaultConfigurations returns the throughput configurations for a machine
+// with cpus CPUs. The first is the reference the fixed-rate load is derived
+// from (1 worker, like one Node.js process on one core); the one named
+// BaselineName is one process that may use every core.
+//
+// To compare a new knob, append a line, e.g.
+//
+//	{Name: "N workers, balance", Env: nWorkers + "CLUSTERAPP_BALANCE=on\n", Note: "..."},
+func DefaultConfigurations(cpus int) []Configuration {
+	nWorkers := fmt.Sprintf("CLUSTERAPP_WORKERS=%d\n", cpus) + commonEnv
+	return []Configuration{
+		{
+			Name: "1 worker",
+			Env:  "CLUSTERAPP_WORKERS=1\nGOMAXPROCS=1\n" + commonEnv,
+			Note: "one worker unit, GOMAXPROCS=1: one core, like one Node.js process",
+		},
+		{
+			Name: NWorkersName,
+			Env:  nWorkers,
+			Note: fmt.Sprintf("%d worker units sharing clusterapp.socket, GOMAXPROCS unset (Go's default: %d, the CPU count, in each worker)", cpus, cpus),
+		},
+		{
+			Name: BaselineName,
+			Env:  fmt.Sprintf("CLUSTERAPP_WORKERS=1\nGOMAXPROCS=%d\n", cpus) + commonEnv,
+			Note: fmt.Sprintf("one worker unit, GOMAXPROCS=%d: one Go process using every core, the baseline a pool must match", cpus),
+		},
+	}
+}
+
+// Names of the configurations the report computes ratios against.
+const (
+	NWorkersName = "N workers"
+	BaselineName = "1 process"
+)
+
+// SpikeConfigurations returns the two configurations of the spike
+// scenario, protection on and off, both with cpus workers.
+func SpikeConfigurations(cpus int, admissionWait string) (on, off Configuration) {
+	base := fmt.Sprintf("CLUSTERAPP_WORKERS=%d\n", cpus) + commonEnv
+	on = Configuration{
+		Name: "protection on",
+		Env:  base + "CLUSTERAPP_MAX_IN_FLIGHT=0\nCLUSTERAPP_ADMISSION_WAIT=" + admissionWait + "\n",
+		Note: fmt.Sprintf("admission control: at most GOMAXPROCS (%d) requests in flight per worker, a free slot awaited at most %s, then 503 with Retry-After", cpus, admissionWait),
+	}
+	off = Configuration{
+		Name: "protection off",
+		Env:  base + "CLUSTERAPP_MAX_IN_FLIGHT=65536\nCLUSTERAPP_ADMISSION_WAIT=10s\n",
+		Note: "admission control as close to off as the configuration allows: 65536 requests in flight per worker, 10s wait; every request queues for a CPU",
+	}
+	return on, off
+}

@@ -1,0 +1,236 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"github.com/clusterapp/clusterapp/service/loadgen"
+)
+
+// Plan says what one benchmark run measures.
+type Plan struct {
+	// CPUs is the machine's CPU count, N.
+	CPUs int
+	// Configs are measured in order; the first is the reference whose
+	// closed-loop maximum sets the fixed rate for all of them.
+	Configs []Configuration
+	// Routes are loaded in every configuration.
+	Routes []string
+	// Concurrency is the connections of the closed-loop and fixed-rate
+	// runs (keep-alive). Default 64.
+	Concurrency int
+	// Cell is the length of each closed-loop and each fixed-rate run.
+	Cell time.Duration
+	// FixedRateFraction of the reference's maximum is offered to every
+	// configuration in the fixed-rate run. Default 0.5.
+	FixedRateFraction float64
+	// Spike is the spike scenario; nil skips it.
+	Spike *SpikePlan
+}
+
+// SpikePlan is issue 7's scenario: 10x the sustainable rate of a CPU route.
+type SpikePlan struct {
+	Route string
+	// From names the configuration whose closed-loop maximum on Route is
+	// the sustainable rate.
+	From string
+	// Factor times the sustainable rate is offered. Default 10.
+	Factor float64
+	// UnloadedFraction of the sustainable rate (at least 10 req/s) is the
+	// rate of the unloaded reference run.
+	UnloadedFraction float64
+	Duration         time.Duration
+	Concurrency      int
+	Timeout          time.Duration
+	On, Off          Configuration
+}
+
+// Results is everything one run measured.
+type Results struct {
+	Plan    Plan
+	Machine Machine
+	Date    time.Time
+	// LoadBefore and LoadAfter are the machine's load averages around the
+	// run (1, 5, 15 min), since other work on it moves every number.
+	LoadBefore, LoadAfter string
+	Configs               []ConfigResult
+	Spike                 *SpikeResult
+}
+
+// ConfigResult is one configuration's measurements.
+type ConfigResult struct {
+	Config     Configuration
+	Workers    int
+	GOMAXPROCS map[string]int // by X-Worker value, from /metrics
+	Routes     []RouteResult
+	Memory     []Worker // after the last load
+}
+
+// RouteResult is one route under one configuration.
+type RouteResult struct {
+	Route     string
+	Max       *loadgen.Result // closed loop
+	FixedRate float64
+	Fixed     *loadgen.Result // open loop at FixedRate
+}
+
+// SpikeResult is the spike scenario's measurements.
+type SpikeResult struct {
+	Sustainable float64 // req/s
+	Offered     float64 // req/s
+	Unloaded    *loadgen.Result
+	Runs        []SpikeRun
+}
+
+// SpikeRun is the spike under one configuration.
+type SpikeRun struct {
+	Config        Configuration
+	Result        *loadgen.Result
+	Before, After []Worker
+	AdmissionWait string
+}
+
+// Runner runs a Plan against a booted Sandbox, logging progress to Log.
+type Runner struct {
+	Box *Sandbox
+	Log io.Writer
+}
+
+func (r *Runner) logf(format string, args ...any) {
+	if r.Log != nil {
+		fmt.Fprintf(r.Log, format+"\n", args...)
+	}
+}
+
+// Run measures every configuration, then the spike scenario.
+func (r *Runner) Run(ctx context.Context, plan Plan) (*Results, error) {
+	res := &Results{Plan: plan}
+	var fixedRates map[string]float64 // by route, from the reference
+	for i, c := range plan.Configs {
+		cr, err := r.measureConfig(ctx, plan, c, fixedRates)
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 {
+			fixedRates = map[string]float64{}
+			for _, rr := range cr.Routes {
+				fixedRates[rr.Route] = rr.FixedRate
+			}
+		}
+		res.Configs = append(res.Configs, *cr)
+	}
+	if plan.Spike != nil {
+		spike, err := r.spike(ctx, plan, res)
+		if err != nil {
+			return nil, err
+		}
+		res.Spike = spike
+	}
+	return res, nil
+}
+
+func (r *Runner) measureConfig(ctx context.Context, plan Plan, c Configuration, fixedRates map[string]float64) (*ConfigResult, error) {
+	workers, err := c.Workers(plan.CPUs)
+	if err != nil {
+		return nil, err
+	}
+	r.logf(">> %s: %d worker(s)", c.Name, workers)
+	if err := r.Box.Apply(ctx, c, workers); err != nil {
+		return nil, err
+	}
+	cr := &ConfigResult{Config: c, Workers: workers}
+	if cr.GOMAXPROCS, err = r.Box.GOMAXPROCS(ctx, workers); err != nil {
+		return nil, err
+	}
+	for _, route := range plan.Routes {
+		rr, err := r.measureRoute(ctx, plan, route, fixedRates)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", c.Name, route, err)
+		}
+		cr.Routes = append(cr.Routes, *rr)
+	}
+	cr.Memory, err = r.Box.Workers(ctx, workers)
+	return cr, err
+}
+
+func (r *Runner) measureRoute(ctx context.Context, plan Plan, route string, fixedRates map[string]float64) (*RouteResult, error) {
+	cell := plan.Cell.String()
+	conc := fmt.Sprint(plan.Concurrency)
+	maxRes, err := r.Box.Load(ctx, route, plan.Cell, "-c", conc, "-d", cell, "-keepalive=true")
+	if err != nil {
+		return nil, err
+	}
+	if maxRes.OK == 0 {
+		return nil, fmt.Errorf("%w: no 2xx response in the closed-loop run: status %v, errors %v", ErrNoResponses, maxRes.StatusCodes, maxRes.ErrorSamples)
+	}
+	rate, ok := fixedRates[route]
+	if !ok { // the reference configuration sets the rate for everyone
+		rate = math.Max(1, math.Round(Goodput(maxRes)*plan.FixedRateFraction))
+	}
+	fixed, err := r.Box.Load(ctx, route, plan.Cell, "-c", conc, "-d", cell, "-keepalive=true", "-rate", fmt.Sprint(rate))
+	if err != nil {
+		return nil, err
+	}
+	r.logf("   %-10s max %8.1f req/s (%d errors)  at %g req/s: p99 %v (%d errors)",
+		route, Goodput(maxRes), maxRes.Errors(), rate, fixed.Latency.P99, fixed.Errors())
+	return &RouteResult{Route: route, Max: maxRes, FixedRate: rate, Fixed: fixed}, nil
+}
+
+func (r *Runner) spike(ctx context.Context, plan Plan, res *Results) (*SpikeResult, error) {
+	sp := plan.Spike
+	sustainable := res.goodputOf(sp.From, sp.Route)
+	if sustainable <= 0 {
+		return nil, fmt.Errorf("spike: no closed-loop maximum of %s under %q to derive the rate from", sp.Route, sp.From)
+	}
+	out := &SpikeResult{Sustainable: sustainable, Offered: math.Round(sustainable * sp.Factor)}
+	for i, c := range []Configuration{sp.On, sp.Off} {
+		workers, err := c.Workers(plan.CPUs)
+		if err != nil {
+			return nil, err
+		}
+		r.logf(">> spike, %s: %g req/s offered to %s", c.Name, out.Offered, sp.Route)
+		if err := r.Box.Apply(ctx, c, workers); err != nil {
+			return nil, err
+		}
+		if i == 0 {
+			unloaded := math.Max(10, math.Round(sustainable*sp.UnloadedFraction))
+			if out.Unloaded, err = r.Box.Load(ctx, sp.Route, sp.Duration, "-c", "8", "-d", sp.Duration.String(), "-rate", fmt.Sprint(unloaded)); err != nil {
+				return nil, err
+			}
+		}
+		run := SpikeRun{Config: c}
+		if run.Before, err = r.Box.Workers(ctx, workers); err != nil {
+			return nil, err
+		}
+		run.Result, err = r.Box.Load(ctx, sp.Route, sp.Duration+sp.Timeout, "-c", fmt.Sprint(sp.Concurrency),
+			"-d", sp.Duration.String(), "-timeout", sp.Timeout.String(), "-rate", fmt.Sprint(out.Offered))
+		if err != nil {
+			return nil, err
+		}
+		if run.After, err = r.Box.Workers(ctx, workers); err != nil {
+			return nil, err
+		}
+		run.AdmissionWait, _ = envValue(c.Env, "CLUSTERAPP_ADMISSION_WAIT")
+		r.logf("   %d requests: status %v, %d errors, admitted p99 %v, rejected p99 %v",
+			run.Result.Requests, run.Result.StatusCodes, run.Result.Errors(), run.Result.Latency.P99, run.Result.Non2xxLatency.P99)
+		out.Runs = append(out.Runs, run)
+	}
+	return out, nil
+}
+
+func (res *Results) route(config, route string) *RouteResult {
+	for _, cr := range res.Configs {
+		if cr.Config.Name != config {
+			continue
+		}
+		for i := range cr.Routes {
+			if cr.Routes[i].Route == route {
+				return &cr.Routes[i]
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,91 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/clusterapp/clusterapp/service/loadgen"
+)
+
+// Goodput is the 2xx responses per second of a run: what a configuration
+// served, not counting the requests it turned away.
+func Goodput(r *loadgen.Result) float64 {
+	if r == nil || r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.OK) / r.Elapsed.Seconds()
+}
+
+// Ratio formats num/den as "1.93×"; "n/a" when den is 0 or either is
+// missing (NaN), "+Inf" when only den is 0 but num is not.
+func Ratio(num, den float64) string {
+	switch {
+	case math.IsNaN(num) || math.IsNaN(den) || (num == 0 && den == 0):
+		return "n/a"
+	case den == 0:
+		return "+Inf"
+	}
+	return fmt.Sprintf("%.2f×", num/den)
+}
+
+// Share formats the max/min ratio of 2xx responses between the workers of a
+// run: "–" for a single worker, "+Inf (worker 2 got nothing)" when one of
+// them served nothing.
+func Share(r *loadgen.Result, workers int) string {
+	if workers < 2 {
+		return "–"
+	}
+	names := make([]string, workers)
+	for i := range names {
+		names[i] = strconv.Itoa(i + 1)
+	}
+	ratio := r.MaxMinRatio(names...)
+	if math.IsInf(ratio, 1) {
+		for _, name := range names {
+			if r.ByHeader[name] == 0 {
+				return fmt.Sprintf("+Inf (worker %s got nothing)", name)
+			}
+		}
+		return "+Inf"
+	}
+	return fmt.Sprintf("%.2f", ratio)
+}
+
+// Errors formats a run's failures: "0", or the total with the kinds that
+// occurred, e.g. "12 (timeout 12)".
+func Errors(r *loadgen.Result) string {
+	if r.Errors() == 0 {
+		return "0"
+	}
+	s, sep := fmt.Sprintf("%d (", r.Errors()), ""
+	for _, kind := range []struct {
+		name string
+		n    int
+	}{{"connect", r.ConnectErrors}, {"read", r.ReadErrors}, {"timeout", r.Timeouts}, {"other", r.OtherErrors}} {
+		if kind.n > 0 {
+			s += fmt.Sprintf("%s%s %d", sep, kind.name, kind.n)
+			sep = ", "
+		}
+	}
+	return s + ")"
+}
+
+// Millis formats a latency in milliseconds with three significant digits.
+func Millis(d time.Duration) string {
+	ms := float64(d) / float64(time.Millisecond)
+	switch {
+	case d == 0:
+		return "–"
+	case ms >= 100:
+		return fmt.Sprintf("%.0f ms", ms)
+	case ms >= 10:
+		return fmt.Sprintf("%.1f ms", ms)
+	default:
+		return fmt.Sprintf("%.2f ms", ms)
+	}
+}
+
+// MiB formats KiB as MiB with one decimal.
+func MiB(kib int) string { return fmt.Sprintf("%.1f MiB", float64(kib)/1024) }

@@ -1,0 +1,103 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+func writeSpikeMethod(p *printer, res *Results) {
+	sp, s := res.Plan.Spike, res.Spike
+	p.printf("- Sustainable rate: the closed-loop 2xx rate of `%s` under \"%s\" above, **%.1f req/s**.\n", sp.Route, sp.From, s.Sustainable)
+	p.printf("- Spike: **%g req/s** offered (%gx) at a fixed rate for %s (`-rate %g -c %d -timeout %s`); latency from the\n",
+		s.Offered, sp.Factor, sp.Duration, s.Offered, sp.Concurrency, sp.Timeout)
+	p.printf("  intended send time, so time spent waiting for one of the %d connections counts too.\n", sp.Concurrency)
+	p.printf("- Unloaded p99: the same route at %g req/s (`-c 8`, %s) just before, under \"%s\".\n", s.Unloaded.Rate, sp.Duration, sp.On.Name)
+	p.printf("- Time to reject: latency of the non-2xx responses (`non_2xx_latency` of the generator).\n")
+	p.printf("- **Result cache: OFF** in both runs. Configurations:\n")
+	for _, run := range s.Runs {
+		p.printf("  - %s: `%s` — %s\n", run.Config.Name, strings.ReplaceAll(strings.TrimSpace(run.Config.Env), "\n", "` `"), run.Config.Note)
+	}
+	p.printf("\n")
+}
+
+// WriteSpike writes the spike table: one column per run.
+func WriteSpike(w io.Writer, res *Results) {
+	p := asPrinter(w)
+	s := res.Spike
+	unloadedP99 := s.Unloaded.Latency.P99
+	header, sep := "| |", "|---|"
+	for _, run := range s.Runs {
+		header += " " + run.Config.Name + " |"
+		sep += "---|"
+	}
+	p.printf("%s\n%s\n", header, sep)
+	row := func(label string, cell func(SpikeRun) string) {
+		line := "| " + label + " |"
+		for _, run := range s.Runs {
+			line += " " + cell(run) + " |"
+		}
+		p.printf("%s\n", line)
+	}
+	offered := int(s.Offered * res.Plan.Spike.Duration.Seconds())
+	row(fmt.Sprintf("requests sent (of %d offered)", offered), func(r SpikeRun) string { return fmt.Sprint(r.Result.Requests) })
+	row("not sent: every connection busy until the end", func(r SpikeRun) string { return fmt.Sprint(max(offered-r.Result.Requests, 0)) })
+	row("200 (admitted)", func(r SpikeRun) string { return fmt.Sprint(r.Result.OK) })
+	row("turned away (non-2xx)", func(r SpikeRun) string { return statusList(r.Result.StatusCodes) })
+	row("errors", func(r SpikeRun) string { return Errors(r.Result) })
+	row("2xx req/s × sustainable", func(r SpikeRun) string { return Ratio(Goodput(r.Result), s.Sustainable) })
+	row("admitted p50 / p99", func(r SpikeRun) string {
+		return Millis(r.Result.Latency.P50) + " / " + Millis(r.Result.Latency.P99)
+	})
+	row(fmt.Sprintf("admitted p99 × unloaded p99 (%s)", Millis(unloadedP99)), func(r SpikeRun) string {
+		return Ratio(float64(r.Result.Latency.P99), float64(unloadedP99))
+	})
+	row("time to reject p50 / p99 / max", func(r SpikeRun) string {
+		n := r.Result.Non2xxLatency
+		if r.Result.Responses == r.Result.OK {
+			return "none rejected"
+		}
+		return Millis(n.P50) + " / " + Millis(n.P99) + " / " + Millis(n.Max)
+	})
+	row("worker restarts (NRestarts, PID changes)", func(r SpikeRun) string { return restarts(r.Before, r.After) })
+	row("VmRSS after (peak VmHWM) per worker", func(r SpikeRun) string {
+		var parts []string
+		for _, wk := range r.After {
+			parts = append(parts, fmt.Sprintf("%s (%s)", MiB(wk.RSS), MiB(wk.PeakRSS)))
+		}
+		return strings.Join(parts, "; ")
+	})
+}
+
+// statusList formats the non-2xx status counts, e.g. "503: 1200"; "0" if none.
+func statusList(codes map[int]int) string {
+	var parts []string
+	for code := 100; code < 600; code++ {
+		if n := codes[code]; n > 0 && (code < 200 || code > 299) {
+			parts = append(parts, fmt.Sprintf("%d: %d", code, n))
+		}
+	}
+	if len(parts) == 0 {
+		return "0"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// restarts compares workers before and after a run: NRestarts added and main
+// processes replaced, e.g. "0" or "2 (@1 pid 120→188)".
+func restarts(before, after []Worker) string {
+	total, changed := 0, []string{}
+	for i, a := range after {
+		if i >= len(before) {
+			break
+		}
+		total += a.Restarts - before[i].Restarts
+		if a.PID != before[i].PID {
+			changed = append(changed, fmt.Sprintf("@%s pid %d→%d", instance(a.Unit), before[i].PID, a.PID))
+		}
+	}
+	if len(changed) == 0 {
+		return fmt.Sprint(total)
+	}
+	return fmt.Sprintf("%d (%s)", total, strings.Join(changed, ", "))
+}
