@@ -194,7 +194,8 @@ func TestWriteMarkdown(t *testing.T) {
 
 func TestWriteSVG(t *testing.T) {
 	var out strings.Builder
-	if err := WriteSVG(&out, sample()); err != nil {
+	res := sample()
+	if err := WriteSVG(&out, res); err != nil {
 		t.Fatal(err)
 	}
 	// Well-formed XML, one bar per route and configuration, names escaped.
@@ -208,8 +209,8 @@ func TestWriteSVG(t *testing.T) {
 			t.Fatalf("not well-formed: %v\n%s", err, out.String())
 		}
 	}
-	if bars := strings.Count(out.String(), "</title></rect>"); bars != 2*3 {
-		t.Errorf("%d bars, want 6 (2 routes × 3 configurations)", bars)
+	if bars, want := strings.Count(out.String(), "</title></rect>"), len(res.Plan.Routes)*len(res.Configs); bars != want {
+		t.Errorf("%d bars, want %d (one per route and configuration)", bars, want)
 	}
 	for _, want := range []string{"/fib?n=30", "1.90×", "190", "1 process"} {
 		if !strings.Contains(out.String(), want) {

@@ -63,9 +63,8 @@ const commonEnv = "CLUSTERAPP_CACHE_ENTRIES=0\nCLUSTERAPP_RATE_LIMIT=0\n"
 // from (1 worker, like one Node.js process on one core); the one named
 // BaselineName is one process that may use every core.
 //
-// To compare a new knob, append a line, e.g.
-//
-//	{Name: "N workers, balance", Env: nWorkers + "CLUSTERAPP_BALANCE=on\n", Note: "..."},
+// To compare a new knob, add a configuration: its name, its env-file body
+// and a sentence, as "N workers, no balance" does.
 func DefaultConfigurations(cpus int) []Configuration {
 	nWorkers := fmt.Sprintf("CLUSTERAPP_WORKERS=%d\n", cpus) + commonEnv
 	return []Configuration{
@@ -77,7 +76,12 @@ func DefaultConfigurations(cpus int) []Configuration {
 		{
 			Name: NWorkersName,
 			Env:  nWorkers,
-			Note: fmt.Sprintf("%d worker units sharing clusterapp.socket, GOMAXPROCS unset (Go's default: %d, the CPU count, in each worker)", cpus, cpus),
+			Note: fmt.Sprintf("%d worker units sharing clusterapp.socket, GOMAXPROCS unset (Go's default: %d, the CPU count, in each worker); balancing at its defaults (least-connections accept gate on, keep-alive connections closed after 1000 requests)", cpus, cpus),
+		},
+		{
+			Name: "N workers, no balance",
+			Env:  nWorkers + "CLUSTERAPP_BALANCE=false\nCLUSTERAPP_KEEPALIVE_REQUESTS=0\n",
+			Note: "as N workers, with the accept gate off and unlimited keep-alive: whoever accepts first keeps the connection",
 		},
 		{
 			Name: BaselineName,
