@@ -49,9 +49,9 @@ func main() {
 var errUsage = errors.New("usage")
 
 type flags struct {
-	repo, box, out, admissionWait string
-	cell, spikeDuration           time.Duration
-	concurrency                   int
+	repo, box, out, admissionWait, from string
+	cell, spikeDuration                 time.Duration
+	concurrency                         int
 }
 
 func parseFlags(args []string, stderr io.Writer) (flags, error) {
@@ -64,6 +64,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.DurationVar(&f.cell, "cell", 4*time.Second, "length of each closed-loop and fixed-rate run")
 	fs.IntVar(&f.concurrency, "c", 64, "keep-alive connections of the closed-loop and fixed-rate runs")
 	fs.DurationVar(&f.spikeDuration, "spike", 5*time.Second, "length of each spike run")
+	fs.StringVar(&f.from, "from", "", "render the page and chart from this raw results `file` (bin/benchmarks.json) without measuring")
 	fs.StringVar(&f.admissionWait, "admission-wait", "5ms", "CLUSTERAPP_ADMISSION_WAIT of the protected spike run")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -81,6 +82,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	f, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	if f.from != "" {
+		return rerender(f, stdout)
 	}
 	if os.Geteuid() != 0 {
 		return errors.New("needs root: the sandbox boots systemd in private namespaces")
@@ -163,4 +167,18 @@ func write(res *bench.Results, dir, rawPath string, stdout io.Writer) error {
 	}
 	_, err = stdout.Write(md.Bytes())
 	return err
+}
+
+// rerender writes the page and the chart again from a previous run's raw
+// results, e.g. after a change to the rendering or to the kept notes.
+func rerender(f flags, stdout io.Writer) error {
+	raw, err := os.ReadFile(f.from)
+	if err != nil {
+		return fmt.Errorf("read results: %w", err)
+	}
+	var res bench.Results
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return fmt.Errorf("read results %s: %w", f.from, err)
+	}
+	return write(&res, f.out, f.from, stdout)
 }

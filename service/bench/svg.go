@@ -98,13 +98,11 @@ func niceCeiling(v float64) float64 {
 	return 10 * magnitude
 }
 
-// formatRate prints a rate compactly: 12.3k, 456, 7.8.
+// formatRate prints a rate compactly: 45k, 1267, 7.8.
 func formatRate(v float64) string {
 	switch {
 	case v >= 10000:
 		return fmt.Sprintf("%.0fk", v/1000)
-	case v >= 1000:
-		return fmt.Sprintf("%.1fk", v/1000)
 	case v >= 100:
 		return fmt.Sprintf("%.0f", v)
 	default:
