@@ -48,7 +48,7 @@ type Config struct {
 
 	RequestTimeout time.Duration `envconfig:"REQUEST_TIMEOUT" default:"30s" desc:"a request still computing after this long is cancelled (the computation stops) and answered 503"`
 
-	MaxInFlight   int           `envconfig:"MAX_IN_FLIGHT" default:"0" desc:"requests a worker runs at once (admission control); 0 means GOMAXPROCS; health, readiness and metrics are never limited"`
+	MaxInFlight   int           `envconfig:"MAX_IN_FLIGHT" default:"0" desc:"requests a worker runs at once (admission control); 0 means GOMAXPROCS; under systemd the generator sets CPUs/workers (at least 1), one request per CPU for the pool; health, readiness and metrics are never limited"`
 	AdmissionWait time.Duration `envconfig:"ADMISSION_WAIT" default:"250ms" desc:"how long a request may wait for a free slot before it is answered 503 with Retry-After"`
 
 	RateLimit      float64 `envconfig:"RATE_LIMIT" default:"0" desc:"requests per second each client may send to the whole service (all workers together); 0 disables"`

@@ -49,7 +49,7 @@ func TestOneWorkerPerCPUByDefault(t *testing.T) {
 		t.Fatal("socket drop-in written although the file sets nothing for it")
 	}
 	svc := files["clusterapp-worker@.service.d/50-env.conf"]
-	for _, want := range []string{"WatchdogSec=10000ms", "TimeoutStopSec=30000ms", "LimitNOFILE=65536", "MemoryMax=infinity"} {
+	for _, want := range []string{"WatchdogSec=10000ms", "TimeoutStopSec=30000ms", "LimitNOFILE=65536", "MemoryMax=infinity", "Environment=CLUSTERAPP_MAX_IN_FLIGHT=1"} {
 		if !strings.Contains(svc, want+"\n") {
 			t.Errorf("worker drop-in lacks %s:\n%s", want, svc)
 		}
@@ -69,7 +69,7 @@ func TestEnvFileDrivesUnits(t *testing.T) {
 		t.Fatalf("socket drop-in:\n%s", got)
 	}
 	svc := files["clusterapp-worker@.service.d/50-env.conf"]
-	for _, want := range []string{"WatchdogSec=2000ms", "TimeoutStopSec=15000ms", "MemoryMax=512M"} {
+	for _, want := range []string{"WatchdogSec=2000ms", "TimeoutStopSec=15000ms", "MemoryMax=512M", "Environment=CLUSTERAPP_MAX_IN_FLIGHT=1"} {
 		if !strings.Contains(svc, want+"\n") {
 			t.Errorf("worker drop-in lacks %s:\n%s", want, svc)
 		}
@@ -84,5 +84,13 @@ func TestInvalidFileFallsBackToDefaults(t *testing.T) {
 	}
 	if got := files["clusterapp.target.d/50-workers.conf"]; strings.Count(got, "Wants=") != 2 {
 		t.Fatalf("target drop-in:\n%s", got)
+	}
+}
+
+func TestAdmissionShareOfCPUs(t *testing.T) {
+	env := write(t, "CLUSTERAPP_WORKERS=4\n")
+	files, _ := generate(t, env, 16)
+	if svc := files["clusterapp-worker@.service.d/50-env.conf"]; !strings.Contains(svc, "Environment=CLUSTERAPP_MAX_IN_FLIGHT=4\n") {
+		t.Fatalf("16 CPUs over 4 workers must admit 4 each:\n%s", svc)
 	}
 }
