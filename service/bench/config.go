@@ -103,8 +103,8 @@ func SpikeConfigurations(cpus int, admissionWait string) (on, off Configuration)
 	base := fmt.Sprintf("CLUSTERAPP_WORKERS=%d\n", cpus) + commonEnv
 	on = Configuration{
 		Name: "protection on",
-		Env:  base + "CLUSTERAPP_MAX_IN_FLIGHT=0\nCLUSTERAPP_ADMISSION_WAIT=" + admissionWait + "\n",
-		Note: fmt.Sprintf("admission control: at most GOMAXPROCS (%d) requests in flight per worker, a free slot awaited at most %s, then 503 with Retry-After", cpus, admissionWait),
+		Env:  base + "CLUSTERAPP_ADMISSION_WAIT=" + admissionWait + "\n",
+		Note: fmt.Sprintf("admission control at its default, one request per CPU for the pool (the generator gives each of the %d workers CPUs/workers = 1 slot), a free slot awaited at most %s, then 503 with Retry-After", cpus, admissionWait),
 	}
 	off = Configuration{
 		Name: "protection off",
