@@ -3,13 +3,9 @@ package config
 import (
 	"errors"
 	"fmt"
-	"net"
-	"net/netip"
 	"os"
 	"reflect"
-	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -209,115 +205,3 @@ func order(key string) int {
 	return len(Vars())
 }
 
-// validate checks ranges that parsing alone does not. Keys already reported
-// as unparsable are skipped: their field holds the default, not the input.
-func (c Config) validate(skip map[string]bool) []Problem {
-	var ps []Problem
-	check := func(name, value string, ok bool, expected string) {
-		key := Prefix + "_" + name
-		if raw, set := os.LookupEnv(key); set {
-			value = raw // report what the operator wrote, not its parsed form
-		}
-		if !ok && !skip[key] {
-			ps = append(ps, Problem{Key: key, Value: value, Expected: expected})
-		}
-	}
-	itoa := strconv.Itoa
-	check("LISTEN", c.Listen, validListen(c.Listen), "host:port with a port in 1..65535, such as 127.0.0.1:8080 or [::]:80")
-	check("BACKLOG", itoa(c.Backlog), c.Backlog >= 1 && c.Backlog <= 1<<20, "a whole number from 1 to 1048576")
-	check("WORKERS", itoa(c.Workers), c.Workers >= 0 && c.Workers <= 1024, "a whole number from 0 (one per CPU) to 1024")
-	check("WATCHDOG_SEC", formatDuration(c.WatchdogSec), c.WatchdogSec >= time.Second, "a duration of at least 1s, such as 10s")
-	check("LIMIT_NOFILE", itoa(c.LimitNOFILE), c.LimitNOFILE >= 1024 && c.LimitNOFILE <= 1<<30, "a whole number from 1024 to 1073741824")
-	check("MEMORY_HIGH", c.MemoryHigh, validMemory(c.MemoryHigh), "empty, a size such as 512M or 2G, or a percentage such as 40%")
-	check("MEMORY_MAX", c.MemoryMax, validMemory(c.MemoryMax), "empty, a size such as 768M or 2G, or a percentage such as 50%")
-	check("INSTANCE", c.Instance, validInstance(c.Instance), "letters, digits, '.', '_', '-' or '@', at most 64 of them")
-	check("FIB_MAX_N", itoa(c.FibMaxN), c.FibMaxN >= 0 && c.FibMaxN <= 60, "a whole number from 0 to 60")
-	check("READ_HEADER_TIMEOUT", c.ReadHeaderTimeout.String(), c.ReadHeaderTimeout > 0, "a positive duration such as 5s")
-	for name, d := range map[string]time.Duration{"READ_TIMEOUT": c.ReadTimeout, "WRITE_TIMEOUT": c.WriteTimeout, "IDLE_TIMEOUT": c.IdleTimeout, "DRAIN_IDLE_GRACE": c.DrainIdleGrace} {
-		check(name, d.String(), d >= 0, "a duration of 0 or more, such as 30s")
-	}
-	check("MAX_HEADER_BYTES", c.MaxHeaderBytes.String(), c.MaxHeaderBytes >= 1024, "a size of at least 1KiB, such as 64KiB")
-	check("REQUEST_TIMEOUT", formatDuration(c.RequestTimeout), c.RequestTimeout > 0, "a positive duration such as 30s")
-	check("MAX_IN_FLIGHT", itoa(c.MaxInFlight), c.MaxInFlight >= 0 && c.MaxInFlight <= 1<<16, "a whole number from 0 (GOMAXPROCS) to 65536")
-	check("ADMISSION_WAIT", formatDuration(c.AdmissionWait), c.AdmissionWait >= 0, "a duration of 0 or more, such as 50ms")
-	check("RATE_LIMIT", strconv.FormatFloat(c.RateLimit, 'g', -1, 64), c.RateLimit >= 0 && c.RateLimit <= 1e6, "requests per second from 0 (off) to 1000000, such as 20 or 0.5")
-	check("RATE_BURST", itoa(c.RateBurst), c.RateBurst >= 1 && c.RateBurst <= 1e6, "a whole number from 1 to 1000000")
-	check("RATE_LIMIT_SLOTS", itoa(c.RateLimitSlots), c.RateLimitSlots >= 64 && c.RateLimitSlots <= 1<<24, "a whole number from 64 to 16777216")
-	check("TRUSTED_PROXIES", c.TrustedProxies, validPrefixes(c.TrustedProxies), "comma-separated addresses or CIDR prefixes, such as 127.0.0.1,10.0.0.0/8")
-	check("CACHE_ENTRIES", itoa(c.CacheEntries), c.CacheEntries >= 0, "a whole number, 0 (off) or more")
-	check("CACHE_MAX_AGE", formatDuration(c.CacheMaxAge), c.CacheMaxAge >= 0, "a duration of 0 or more, such as 1m")
-	check("BALANCE_MAX_DEFER", formatDuration(c.BalanceMaxDefer), c.BalanceMaxDefer >= 0 && c.BalanceMaxDefer <= time.Second, "a duration from 0 to 1s, such as 20ms")
-	check("KEEPALIVE_REQUESTS", itoa(c.KeepAliveRequests), c.KeepAliveRequests >= 0, "a whole number, 0 (unlimited) or more")
-	check("SHUTDOWN_TIMEOUT", c.ShutdownTimeout.String(), c.ShutdownTimeout > 0, "a positive duration such as 20s")
-	check("MAX_REQUESTS", itoa(c.MaxRequests), c.MaxRequests >= 0, "a whole number, 0 or more (0 disables recycling)")
-	check("MAX_REQUESTS_JITTER", itoa(c.MaxRequestsJitter), c.MaxRequestsJitter >= 0, "a whole number, 0 or more")
-	check("MEMORY_LIMIT_RATIO", strconv.FormatFloat(c.MemoryLimitRatio, 'g', -1, 64), c.MemoryLimitRatio > 0 && c.MemoryLimitRatio <= 1, "a fraction greater than 0 and at most 1, such as 0.9")
-	return ps
-}
-
-func validListen(addr string) bool {
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	n, err := strconv.Atoi(port)
-	return err == nil && n >= 1 && n <= 65535
-}
-
-func validInstance(s string) bool {
-	if len(s) > 64 {
-		return false
-	}
-	for _, r := range s {
-		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-@", r)
-		if !ok {
-			return false
-		}
-	}
-	return true
-}
-
-// formatDuration is time.Duration.String without trailing zero units
-// ("1m" rather than "1m0s").
-func formatDuration(d time.Duration) string {
-	s := d.String()
-	for _, z := range []string{"m0s", "h0m"} {
-		if strings.HasSuffix(s, z) {
-			s = strings.TrimSuffix(s, z[1:])
-		}
-	}
-	return s
-}
-
-var memoryPattern = regexp.MustCompile(`^([0-9]+[KMGT]?|[0-9]{1,2}%|100%|infinity)$`)
-
-// validMemory accepts what systemd's MemoryHigh=/MemoryMax= accept: bytes
-// with an optional K, M, G or T suffix, a percentage, or infinity.
-func validMemory(s string) bool { return s == "" || memoryPattern.MatchString(s) }
-
-// ParsePrefixes parses a comma-separated list of addresses or CIDR prefixes
-// (CLUSTERAPP_TRUSTED_PROXIES); an address stands for itself alone.
-func ParsePrefixes(list string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for _, s := range strings.Split(list, ",") {
-		s = strings.TrimSpace(s)
-		if s == "" {
-			continue
-		}
-		if a, err := netip.ParseAddr(s); err == nil {
-			out = append(out, netip.PrefixFrom(a, a.BitLen()))
-			continue
-		}
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return nil, fmt.Errorf("%q is not an address or CIDR prefix", s)
-		}
-		out = append(out, p.Masked())
-	}
-	return out, nil
-}
-
-func validPrefixes(list string) bool {
-	_, err := ParsePrefixes(list)
-	return err == nil
-}
