@@ -204,4 +204,3 @@ func order(key string) int {
 	}
 	return len(Vars())
 }
-
