@@ -5,7 +5,8 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 BIN     := bin
 DIST    := dist
-# Every test run is bounded; the integration tests boot real systemd.
+# Every test run is bounded; the integration tests boot real systemd. Packages are tested one at
+# a time (-p 1): the packaging and systemd suites each load the same 2 CPUs with real traffic.
 TEST_TIMEOUT ?= 30m
 
 .PHONY: help build test test-unit test-integration run bench check fmt vet tidy units docs package deb rpm clean
@@ -20,7 +21,7 @@ build: ## build bin/clusterapp and bin/clusterapp-load
 
 test: build check ## every test: static checks, unit, process, and the suite under real systemd (root)
 	@echo ">> go test (integration tests need root and systemd; they skip with a reason otherwise)"
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) ./...
 
 test-unit: ## unit and process tests only (no systemd, no root)
 	$(GO) test -count=1 -short ./...
