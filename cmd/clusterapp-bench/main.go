@@ -131,7 +131,8 @@ func newPlan(cpus int, f flags) bench.Plan {
 	return bench.Plan{
 		CPUs:              cpus,
 		Configs:           bench.DefaultConfigurations(cpus),
-		Routes:            []string{"/", "/fib?n=30", "/slow"},
+		Routes:            []string{"/", "/fib?n=25", "/fib?n=30", "/slow"},
+		ShareRepeats:      3,
 		Concurrency:       f.concurrency,
 		Cell:              f.cell,
 		FixedRateFraction: 0.5,

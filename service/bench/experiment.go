@@ -27,6 +27,11 @@ type Plan struct {
 	// FixedRateFraction of the reference's maximum is offered to every
 	// configuration in the fixed-rate run. Default 0.5.
 	FixedRateFraction float64
+	// ShareRepeats is how many closed-loop runs measure the worker share of
+	// a configuration with several workers (the first is the throughput
+	// run). The share moves from run to run with how the kernel schedules
+	// the processes, so its median is reported. Default 1.
+	ShareRepeats int
 	// Spike is the spike scenario; nil skips it.
 	Spike *SpikePlan
 }
@@ -75,6 +80,9 @@ type RouteResult struct {
 	Max       *loadgen.Result // closed loop
 	FixedRate float64
 	Fixed     *loadgen.Result // open loop at FixedRate
+	// Repeats are the extra closed-loop runs that measure the share again
+	// (Plan.ShareRepeats - 1 of them, with several workers only).
+	Repeats []*loadgen.Result
 }
 
 // SpikeResult is the spike scenario's measurements.
@@ -149,6 +157,13 @@ func (r *Runner) measureConfig(ctx context.Context, plan Plan, c Configuration, 
 		rr, err := r.measureRoute(ctx, plan, route, fixedRates)
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", c.Name, route, err)
+		}
+		for i := 1; i < plan.ShareRepeats && workers > 1; i++ {
+			again, err := r.Box.Load(ctx, route, plan.Cell, "-c", fmt.Sprint(plan.Concurrency), "-d", plan.Cell.String(), "-keepalive=true")
+			if err != nil {
+				return nil, fmt.Errorf("%s %s: %w", c.Name, route, err)
+			}
+			rr.Repeats = append(rr.Repeats, again)
 		}
 		cr.Routes = append(cr.Routes, *rr)
 	}

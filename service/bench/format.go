@@ -3,7 +3,9 @@ package bench
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/clusterapp/clusterapp/service/loadgen"
@@ -89,3 +91,33 @@ func Millis(d time.Duration) string {
 
 // MiB formats KiB as MiB with one decimal.
 func MiB(kib int) string { return fmt.Sprintf("%.1f MiB", float64(kib)/1024) }
+
+// ShareRuns formats the share over the throughput run and its repeats:
+// the median, then every run's ratio, e.g. "1.09 (1.25, 1.09, 1.04)".
+func ShareRuns(rr *RouteResult, workers int) string {
+	if workers < 2 || len(rr.Repeats) == 0 {
+		return Share(rr.Max, workers)
+	}
+	names := make([]string, workers)
+	for i := range names {
+		names[i] = strconv.Itoa(i + 1)
+	}
+	runs := append([]*loadgen.Result{rr.Max}, rr.Repeats...)
+	ratios := make([]float64, len(runs))
+	each := make([]string, len(runs))
+	for i, r := range runs {
+		ratios[i] = r.MaxMinRatio(names...)
+		each[i] = Share(r, workers)
+	}
+	sorted := slices.Clone(ratios)
+	slices.Sort(sorted)
+	median := sorted[len(sorted)/2]
+	if len(sorted)%2 == 0 {
+		median = (sorted[len(sorted)/2-1] + sorted[len(sorted)/2]) / 2
+	}
+	m := "+Inf"
+	if !math.IsInf(median, 1) {
+		m = fmt.Sprintf("%.2f", median)
+	}
+	return fmt.Sprintf("%s (%s)", m, strings.Join(each, ", "))
+}

@@ -81,6 +81,9 @@ func writeMethod(p *printer, res *Results) {
 	p.printf("- Fixed rate: %g%% of the first configuration's (%s) closed-loop 2xx rate, offered to every configuration\n", plan.FixedRateFraction*100, plan.Configs[0].Name)
 	p.printf("  (`-rate R -c %d -d %s`, keep-alive); latency runs from each request's intended send time (no coordinated omission).\n", plan.Concurrency, plan.Cell)
 	p.printf("- Share: max/min of 2xx responses per worker (`X-Worker`) in the closed-loop run; +Inf means a worker got nothing.\n")
+	if res.Plan.ShareRepeats > 1 {
+		p.printf("  With several workers the closed loop runs %d times per route: the median share comes first, every run's in brackets (the first run is the throughput shown).\n", res.Plan.ShareRepeats)
+	}
 	p.printf("- Memory: VmRSS (and VmHWM, the peak) of each worker's MainPID from `/proc/PID/status` after the configuration's\n")
 	p.printf("  loads. systemd's MemoryCurrent is not available: the sandbox's cgroup2 has no memory controller on this host.\n\n")
 }
@@ -111,7 +114,7 @@ func WriteThroughput(w io.Writer, res *Results) {
 			rate := Goodput(rr.Max)
 			p.printf("| `%s` | %s | %.1f | %s | %s | %d | %s | %s |\n", route, cr.Config.Name, rate,
 				Ratio(rate, res.goodputOf(ref, route)), Ratio(rate, res.goodputOf(BaselineName, route)),
-				rr.Max.Responses-rr.Max.OK, Errors(rr.Max), Share(rr.Max, cr.Workers))
+				rr.Max.Responses-rr.Max.OK, Errors(rr.Max), ShareRuns(rr, cr.Workers))
 		}
 	}
 }

@@ -1,0 +1,24 @@
+package bench
+
+import (
+	"testing"
+
+	"github.com/clusterapp/clusterapp/service/loadgen"
+)
+
+func TestShareRunsReportsTheMedian(t *testing.T) {
+	run := func(a, b int) *loadgen.Result {
+		return &loadgen.Result{OK: a + b, ByHeader: map[string]int{"1": a, "2": b}}
+	}
+	rr := &RouteResult{Max: run(125, 100), Repeats: []*loadgen.Result{run(109, 100), run(104, 100)}}
+	if got := ShareRuns(rr, 2); got != "1.09 (1.25, 1.09, 1.04)" {
+		t.Fatalf("ShareRuns = %q", got)
+	}
+	idle := &RouteResult{Max: run(100, 0), Repeats: []*loadgen.Result{run(100, 0), run(101, 100)}}
+	if got := ShareRuns(idle, 2); got != "+Inf (+Inf (worker 2 got nothing), +Inf (worker 2 got nothing), 1.01)" {
+		t.Fatalf("ShareRuns with an idle worker = %q", got)
+	}
+	if got := ShareRuns(&RouteResult{Max: run(110, 100)}, 2); got != "1.10" {
+		t.Fatalf("ShareRuns without repeats = %q", got)
+	}
+}
