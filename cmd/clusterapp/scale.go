@@ -8,13 +8,11 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/clusterapp/clusterapp/service/config"
 	"github.com/clusterapp/clusterapp/service/envedit"
 	"github.com/clusterapp/clusterapp/service/generator"
 	"github.com/clusterapp/clusterapp/service/units"
 )
-
-// maxWorkers matches CLUSTERAPP_WORKERS's validation in service/config.
-const maxWorkers = 1024
 
 // runScale sets the worker count persistently (the env file, then the
 // generator through daemon-reload) and live: it starts only the missing
@@ -27,8 +25,8 @@ func runScale(ctx context.Context, args []string, stdout io.Writer) error {
 		return usageError{"scale: usage: clusterapp scale [--timeout D] N"}
 	}
 	n, err := strconv.Atoi(fs.Arg(0))
-	if err != nil || n < 1 || n > maxWorkers {
-		return usageError{fmt.Sprintf("scale: %q is not a worker count: expected a whole number from 1 to %d", fs.Arg(0), maxWorkers)}
+	if err != nil || n < 1 || n > config.MaxWorkers {
+		return usageError{fmt.Sprintf("scale: %q is not a worker count: expected a whole number from 1 to %d", fs.Arg(0), config.MaxWorkers)}
 	}
 	c, err := dialUnits(ctx, "scale")
 	if err != nil {

@@ -11,6 +11,9 @@ import (
 	"time"
 )
 
+// MaxWorkers is the largest CLUSTERAPP_WORKERS (and `clusterapp scale N`) accepted.
+const MaxWorkers = 1024
+
 // validate checks ranges that parsing alone does not. Keys already reported
 // as unparsable are skipped: their field holds the default, not the input.
 func (c Config) validate(skip map[string]bool) []Problem {
@@ -27,7 +30,7 @@ func (c Config) validate(skip map[string]bool) []Problem {
 	itoa := strconv.Itoa
 	check("LISTEN", c.Listen, validListen(c.Listen), "host:port with a port in 1..65535, such as 127.0.0.1:8080 or [::]:80")
 	check("BACKLOG", itoa(c.Backlog), c.Backlog >= 1 && c.Backlog <= 1<<20, "a whole number from 1 to 1048576")
-	check("WORKERS", itoa(c.Workers), c.Workers >= 0 && c.Workers <= 1024, "a whole number from 0 (one per CPU) to 1024")
+	check("WORKERS", itoa(c.Workers), c.Workers >= 0 && c.Workers <= MaxWorkers, fmt.Sprintf("a whole number from 0 (one per CPU) to %d", MaxWorkers))
 	check("WATCHDOG_SEC", formatDuration(c.WatchdogSec), c.WatchdogSec >= time.Second, "a duration of at least 1s, such as 10s")
 	check("LIMIT_NOFILE", itoa(c.LimitNOFILE), c.LimitNOFILE >= 1024 && c.LimitNOFILE <= 1<<30, "a whole number from 1024 to 1073741824")
 	check("MEMORY_HIGH", c.MemoryHigh, validMemory(c.MemoryHigh), "empty, a size such as 512M or 2G, or a percentage such as 40%")
