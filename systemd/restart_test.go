@@ -57,3 +57,23 @@ func TestRestartWholeTargetCost(t *testing.T) {
 		t.Fatal("socket not active after the target restart")
 	}
 }
+
+// Stopping the pool after it served traffic ends every worker cleanly:
+// `inactive` with Result=success, not `failed`. An operator reads `failed`
+// as a crash, and a worker that crashed on the way out (it once wrote to
+// its unmapped balance table) would look exactly like this.
+func TestStopEndsWorkersCleanly(t *testing.T) {
+	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=2\n"})
+	b.Start(2)
+	if res := b.Load("/", "-c", "8", "-d", "1s"); res.Errors() != 0 {
+		t.Fatalf("load before the stop: %d errors: %v", res.Errors(), res.ErrorSamples)
+	}
+	b.Must("systemctl", "stop", "clusterapp.target")
+	for _, unit := range b.WorkerUnits(2) {
+		state, result := b.Show(unit, "ActiveState"), b.Show(unit, "Result")
+		if state != "inactive" || result != "success" {
+			journal, _ := b.Run("journalctl", "-u", unit, "--no-pager", "-n", "30")
+			t.Errorf("%s after stop: %s, Result=%s; want inactive, success; journal:\n%s", unit, state, result, journal)
+		}
+	}
+}

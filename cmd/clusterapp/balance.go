@@ -17,25 +17,24 @@ const balanceTableFile = "balance.table"
 // newBalancer opens the shared balance table when balancing can work: it is
 // on, the workers share a runtime directory, and the instance is a worker
 // number. Otherwise it returns nil (accept as the kernel decides) and says
-// why. The returned func unmaps the table.
-func newBalancer(cfg config.Config, instance string, log *logrus.Entry) (*balance.Balancer, func(), error) {
-	nothing := func() {}
+// why. The table stays mapped until the process exits.
+func newBalancer(cfg config.Config, instance string, log *logrus.Entry) (*balance.Balancer, error) {
 	if !cfg.Balance {
-		return nil, nothing, nil
+		return nil, nil
 	}
 	dir := os.Getenv("RUNTIME_DIRECTORY")
 	n, err := strconv.Atoi(instance)
 	switch {
 	case dir == "":
 		log.Info("balancing off: no RUNTIME_DIRECTORY shared with the other workers (standalone)")
-		return nil, nothing, nil
+		return nil, nil
 	case err != nil || n < 1 || n > balance.Slots:
 		log.WithField("instance", instance).Warnf("balancing off: the instance must be a worker number from 1 to %d", balance.Slots)
-		return nil, nothing, nil
+		return nil, nil
 	}
-	b, region, err := balance.Open(filepath.Join(dir, balanceTableFile), balance.Options{Self: n - 1, MaxDefer: cfg.BalanceMaxDefer})
+	b, _, err := balance.Open(filepath.Join(dir, balanceTableFile), balance.Options{Self: n - 1, MaxDefer: cfg.BalanceMaxDefer})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return b, func() { _ = region.Close() }, nil // the process is exiting
+	return b, nil
 }

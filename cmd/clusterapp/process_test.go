@@ -370,3 +370,24 @@ func TestStandaloneBindsListenAddress(t *testing.T) {
 		t.Fatalf("exit %d after SIGINT", code)
 	}
 }
+
+// A worker that balances (shared table in RUNTIME_DIRECTORY) and is stopped
+// while idle drains in no time: its exit must still be clean. The heartbeat
+// goroutine's last write went to the table after the table was unmapped once
+// (SIGSEGV, exit 2, the unit marked failed on every stop), so stop it many
+// times.
+func TestBalancingWorkerStopsCleanly(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 20 {
+		sock, n := newSharedSocket(t), newNotifySocket(t)
+		w := startWorker(t, &sock, n, "CLUSTERAPP_INSTANCE=1", "RUNTIME_DIRECTORY="+dir)
+		n.waitFor(t, "READY=1", 10*time.Second)
+		w.signal(t, syscall.SIGTERM)
+		if code := w.wait(t, 10*time.Second); code != 0 {
+			t.Fatalf("stop %d: exit %d, want 0; stderr:\n%s", i+1, code, w.stderr)
+		}
+		if !strings.Contains(w.stderr.String(), "balance=true") {
+			t.Fatalf("balancing was not on; stderr:\n%s", w.stderr)
+		}
+	}
+}

@@ -28,8 +28,8 @@ type protection struct {
 }
 
 // newProtection opens the shared rate-limit table (when a limit is set) and
-// sizes admission control. The returned func releases the table.
-func newProtection(cfg config.Config, log *logrus.Entry) (protection, func(), error) {
+// sizes admission control. The table stays mapped until the process exits.
+func newProtection(cfg config.Config, log *logrus.Entry) (protection, error) {
 	p := protection{cfg: cfg, maxInFlight: cfg.MaxInFlight}
 	if p.maxInFlight == 0 {
 		p.maxInFlight = runtime.GOMAXPROCS(0)
@@ -42,7 +42,7 @@ func newProtection(cfg config.Config, log *logrus.Entry) (protection, func(), er
 		} else {
 			t, err := ratelimit.OpenShared(filepath.Join(dir, rateTableFile), cfg.RateLimitSlots)
 			if err != nil {
-				return p, nil, err
+				return p, err
 			}
 			p.rateTable = t
 		}
@@ -52,11 +52,7 @@ func newProtection(cfg config.Config, log *logrus.Entry) (protection, func(), er
 		"rate_limit": cfg.RateLimit, "rate_burst": cfg.RateBurst, "cache_entries": cfg.CacheEntries,
 		"request_timeout": cfg.RequestTimeout,
 	}).Info("protection")
-	return p, func() {
-		if p.rateTable != nil {
-			_ = p.rateTable.Close() // the process is exiting
-		}
-	}, nil
+	return p, nil
 }
 
 // apply sets the protection fields of o, observed by m.

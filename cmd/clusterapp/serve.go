@@ -64,16 +64,18 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	prot, closeProt, err := newProtection(cfg, log)
+	// The shared tables (rate limit, balance) stay mapped until the process
+	// exits: after a drain cut short by a second signal, handlers and
+	// connection hooks may still be running, and a write to an unmapped
+	// table is a SIGSEGV, not an error.
+	prot, err := newProtection(cfg, log)
 	if err != nil {
 		return err
 	}
-	defer closeProt()
-	bal, closeBal, err := newBalancer(cfg, instance, log)
+	bal, err := newBalancer(cfg, instance, log)
 	if err != nil {
 		return err
 	}
-	defer closeBal()
 	w := newWorker(cfg, instance, log, prot, bal)
 	return w.run(ctx, listeners, source, sigc)
 }
@@ -98,7 +100,7 @@ type worker struct {
 	srv      *server.Server
 	crashc   chan struct{}
 	bal      *balance.Balancer // nil when balancing is off
-	stopBal  context.CancelFunc
+	stopBal  func() // stops the heartbeat and returns once this worker has left the table
 }
 
 func newWorker(cfg config.Config, instance string, log *logrus.Entry, prot protection, bal *balance.Balancer) *worker {
@@ -145,9 +147,10 @@ func (w *worker) run(ctx context.Context, listeners []net.Listener, source liste
 	}
 	w.srv.SetReady()
 	if w.bal != nil {
-		var bctx context.Context
-		bctx, w.stopBal = context.WithCancel(ctx)
-		go w.bal.Run(bctx)
+		bctx, cancel := context.WithCancel(ctx)
+		left := make(chan struct{})
+		go func() { defer close(left); w.bal.Run(bctx) }()
+		w.stopBal = func() { cancel(); <-left }
 	}
 	w.startWatchdog(ctx)
 	_ = w.notifier.Ready(w.status()) // failures are logged by the notifier
