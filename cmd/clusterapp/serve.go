@@ -100,7 +100,7 @@ type worker struct {
 	srv      *server.Server
 	crashc   chan struct{}
 	bal      *balance.Balancer // nil when balancing is off
-	stopBal  func() // stops the heartbeat and returns once this worker has left the table
+	stopBal  func()            // stops the heartbeat and returns once this worker has left the table
 }
 
 func newWorker(cfg config.Config, instance string, log *logrus.Entry, prot protection, bal *balance.Balancer) *worker {
