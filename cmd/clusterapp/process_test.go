@@ -7,12 +7,14 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -389,5 +391,32 @@ func TestBalancingWorkerStopsCleanly(t *testing.T) {
 		if !strings.Contains(w.stderr.String(), "balance=true") {
 			t.Fatalf("balancing was not on; stderr:\n%s", w.stderr)
 		}
+	}
+}
+
+// A worker leaves its serving path a P of its own: with GOMAXPROCS chosen by
+// Go it runs one P more than its admission slots (what /metrics reports);
+// an operator's GOMAXPROCS is kept, with a warning when it is too low.
+func TestGOMAXPROCSAboveAdmissionSlots(t *testing.T) {
+	slots := runtime.NumCPU()
+	sock, n := newSharedSocket(t), newNotifySocket(t)
+	w := startWorker(t, &sock, n, fmt.Sprintf("CLUSTERAPP_MAX_IN_FLIGHT=%d", slots))
+	n.waitFor(t, "READY=1", 10*time.Second)
+	_, metrics := get(t, "http://"+sock.addr+"/metrics")
+	if want := fmt.Sprintf("go_sched_gomaxprocs_threads %d\n", slots+1); !strings.Contains(metrics, want) {
+		t.Fatalf("/metrics lacks %q with %d slots on %d CPUs; stderr:\n%s", strings.TrimSpace(want), slots, runtime.NumCPU(), w.stderr)
+	}
+	w.signal(t, syscall.SIGTERM)
+	w.wait(t, 10*time.Second)
+
+	sock, n = newSharedSocket(t), newNotifySocket(t)
+	w = startWorker(t, &sock, n, "CLUSTERAPP_MAX_IN_FLIGHT=1", "GOMAXPROCS=1")
+	n.waitFor(t, "READY=1", 10*time.Second)
+	_, metrics = get(t, "http://"+sock.addr+"/metrics")
+	if !strings.Contains(metrics, "go_sched_gomaxprocs_threads 1\n") {
+		t.Fatalf("the operator's GOMAXPROCS=1 was not kept; stderr:\n%s", w.stderr)
+	}
+	if !strings.Contains(w.stderr.String(), "GOMAXPROCS is not above CLUSTERAPP_MAX_IN_FLIGHT") {
+		t.Fatalf("no warning for GOMAXPROCS=1 with 1 slot; stderr:\n%s", w.stderr)
 	}
 }

@@ -34,6 +34,17 @@ func newProtection(cfg config.Config, log *logrus.Entry) (protection, error) {
 	if p.maxInFlight == 0 {
 		p.maxInFlight = runtime.GOMAXPROCS(0)
 	}
+	_, explicit := os.LookupEnv("GOMAXPROCS")
+	current := runtime.GOMAXPROCS(0)
+	switch procs, change, tooFew := admission.ServingProcs(current, p.maxInFlight, explicit); {
+	case change:
+		runtime.GOMAXPROCS(procs)
+		log.WithFields(logrus.Fields{"gomaxprocs": procs, "was": current, "max_in_flight": p.maxInFlight}).
+			Info("GOMAXPROCS set one above the admission slots, so rejections and health checks never wait behind CPU-bound requests")
+	case tooFew:
+		log.WithFields(logrus.Fields{"gomaxprocs": current, "max_in_flight": p.maxInFlight}).
+			Warn("GOMAXPROCS is not above CLUSTERAPP_MAX_IN_FLIGHT: when every slot computes, rejections and /healthz wait for Go's 10 ms preemption; unset GOMAXPROCS or set it above the slots")
+	}
 	if cfg.RateLimit > 0 {
 		dir := os.Getenv("RUNTIME_DIRECTORY")
 		if dir == "" {

@@ -1,0 +1,28 @@
+package admission
+
+// Admission slots and GOMAXPROCS.
+//
+// Go runs goroutines on GOMAXPROCS Ps and preempts a goroutine that computes
+// without yielding only about every 10 ms. When every P runs an admitted
+// CPU-bound request, the goroutines that read new requests, answer 503,
+// /healthz and the watchdog probe wait for one of those preemptions, and wait
+// again each time: under a 10x spike on /fib?n=30 with one slot and
+// GOMAXPROCS=1, rejections took about 1 s and admitted requests 5 s. With one
+// P more than the slots, the serving path always has a P of its own; the
+// kernel then shares the CPUs between the threads, and preempts the
+// computation within its scheduling slice instead.
+
+// ServingProcs returns the GOMAXPROCS a worker with maxInFlight admission
+// slots should run with, and whether to change it: one more than the slots
+// when Go chose the value (from the CPU count, affinity or CPU quota). A
+// value the operator set (explicit) is kept; tooFew then says it leaves the
+// serving path no P of its own.
+func ServingProcs(current, maxInFlight int, explicit bool) (procs int, change, tooFew bool) {
+	if current > maxInFlight {
+		return current, false, false
+	}
+	if explicit {
+		return current, false, true
+	}
+	return maxInFlight + 1, true, false
+}
