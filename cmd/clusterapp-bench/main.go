@@ -132,7 +132,7 @@ func newPlan(cpus int, f flags) bench.Plan {
 		CPUs:              cpus,
 		Configs:           bench.DefaultConfigurations(cpus),
 		Routes:            []string{"/", "/fib?n=25", "/fib?n=30", "/slow"},
-		ShareRepeats:      3,
+		Repeats:           3,
 		Concurrency:       f.concurrency,
 		Cell:              f.cell,
 		FixedRateFraction: 0.5,

@@ -27,11 +27,11 @@ type Plan struct {
 	// FixedRateFraction of the reference's maximum is offered to every
 	// configuration in the fixed-rate run. Default 0.5.
 	FixedRateFraction float64
-	// ShareRepeats is how many closed-loop runs measure the worker share of
-	// a configuration with several workers (the first is the throughput
-	// run). The share moves from run to run with how the kernel schedules
-	// the processes, so its median is reported. Default 1.
-	ShareRepeats int
+	// Repeats is how many closed-loop runs each route gets under each
+	// configuration. Throughput and the worker share move from run to run
+	// with how the kernel schedules the processes on a shared machine, so
+	// their medians are reported (every run is kept). Default 1.
+	Repeats int
 	// Spike is the spike scenario; nil skips it.
 	Spike *SpikePlan
 }
@@ -80,8 +80,7 @@ type RouteResult struct {
 	Max       *loadgen.Result // closed loop
 	FixedRate float64
 	Fixed     *loadgen.Result // open loop at FixedRate
-	// Repeats are the extra closed-loop runs that measure the share again
-	// (Plan.ShareRepeats - 1 of them, with several workers only).
+	// Repeats are the extra closed-loop runs (Plan.Repeats - 1 of them).
 	Repeats []*loadgen.Result
 }
 
@@ -158,7 +157,7 @@ func (r *Runner) measureConfig(ctx context.Context, plan Plan, c Configuration, 
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", c.Name, route, err)
 		}
-		for i := 1; i < plan.ShareRepeats && workers > 1; i++ {
+		for i := 1; i < plan.Repeats; i++ {
 			again, err := r.Box.Load(ctx, route, plan.Cell, "-c", fmt.Sprint(plan.Concurrency), "-d", plan.Cell.String(), "-keepalive=true")
 			if err != nil {
 				return nil, fmt.Errorf("%s %s: %w", c.Name, route, err)
@@ -234,6 +233,20 @@ func (r *Runner) spike(ctx context.Context, plan Plan, res *Results) (*SpikeResu
 		out.Runs = append(out.Runs, run)
 	}
 	return out, nil
+}
+
+// ClosedLoops returns the closed-loop runs: the first, then the repeats.
+func (rr *RouteResult) ClosedLoops() []*loadgen.Result {
+	return append([]*loadgen.Result{rr.Max}, rr.Repeats...)
+}
+
+// MedianGoodput is the median 2xx rate over the closed-loop runs.
+func (rr *RouteResult) MedianGoodput() float64 {
+	var rates []float64
+	for _, r := range rr.ClosedLoops() {
+		rates = append(rates, Goodput(r))
+	}
+	return median(rates)
 }
 
 func (res *Results) route(config, route string) *RouteResult {

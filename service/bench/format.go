@@ -74,6 +74,27 @@ func Errors(r *loadgen.Result) string {
 	return s + ")"
 }
 
+// sumRuns adds up the failures of several runs into one Result for Errors.
+func sumRuns(runs []*loadgen.Result) *loadgen.Result {
+	var sum loadgen.Result
+	for _, r := range runs {
+		sum.ConnectErrors += r.ConnectErrors
+		sum.ReadErrors += r.ReadErrors
+		sum.Timeouts += r.Timeouts
+		sum.OtherErrors += r.OtherErrors
+	}
+	return &sum
+}
+
+// non2xx counts the responses that were not 2xx over several runs.
+func non2xx(runs []*loadgen.Result) int {
+	n := 0
+	for _, r := range runs {
+		n += r.Responses - r.OK
+	}
+	return n
+}
+
 // Millis formats a latency in milliseconds with three significant digits.
 func Millis(d time.Duration) string {
 	ms := float64(d) / float64(time.Millisecond)
@@ -102,22 +123,44 @@ func ShareRuns(rr *RouteResult, workers int) string {
 	for i := range names {
 		names[i] = strconv.Itoa(i + 1)
 	}
-	runs := append([]*loadgen.Result{rr.Max}, rr.Repeats...)
+	runs := rr.ClosedLoops()
 	ratios := make([]float64, len(runs))
 	each := make([]string, len(runs))
 	for i, r := range runs {
 		ratios[i] = r.MaxMinRatio(names...)
 		each[i] = Share(r, workers)
 	}
-	sorted := slices.Clone(ratios)
-	slices.Sort(sorted)
-	median := sorted[len(sorted)/2]
-	if len(sorted)%2 == 0 {
-		median = (sorted[len(sorted)/2-1] + sorted[len(sorted)/2]) / 2
-	}
 	m := "+Inf"
-	if !math.IsInf(median, 1) {
-		m = fmt.Sprintf("%.2f", median)
+	if med := median(ratios); !math.IsInf(med, 1) {
+		m = fmt.Sprintf("%.2f", med)
 	}
 	return fmt.Sprintf("%s (%s)", m, strings.Join(each, ", "))
+}
+
+// RateRuns formats the 2xx rate over the closed-loop runs: the median, then
+// the lowest and highest when there are several, e.g. "3132.4 (3050.1-3190.0)".
+func RateRuns(rr *RouteResult) string {
+	runs := rr.ClosedLoops()
+	if len(runs) == 1 {
+		return fmt.Sprintf("%.1f", Goodput(runs[0]))
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, r := range runs {
+		lo, hi = math.Min(lo, Goodput(r)), math.Max(hi, Goodput(r))
+	}
+	return fmt.Sprintf("%.1f (%.1f-%.1f)", rr.MedianGoodput(), lo, hi)
+}
+
+// median of values (the mean of the middle two for an even count); 0 for none.
+func median(values []float64) float64 {
+	if len(values) == 0 {
+		return 0
+	}
+	sorted := slices.Clone(values)
+	slices.Sort(sorted)
+	mid := len(sorted) / 2
+	if len(sorted)%2 == 0 {
+		return (sorted[mid-1] + sorted[mid]) / 2
+	}
+	return sorted[mid]
 }

@@ -78,11 +78,15 @@ func writeMethod(p *printer, res *Results) {
 	p.printf("  so `/fib` is computed every time. Admission control keeps its shipped defaults in the throughput\n")
 	p.printf("  runs (GOMAXPROCS requests in flight per worker, 250ms wait, then 503): throughput counts 2xx only.\n")
 	p.printf("- Closed loop: `clusterapp-load -c %d -keepalive -d %s` per route and configuration; req/s = 2xx responses / elapsed.\n", plan.Concurrency, plan.Cell)
+	if plan.Repeats > 1 {
+		p.printf("  It runs %d times per route and configuration, one after the other: the tables and the chart give the median\n", plan.Repeats)
+		p.printf("  2xx rate (lowest-highest in brackets) and ratios of medians; the first run's 2xx rate sets the fixed rate below.\n")
+	}
 	p.printf("- Fixed rate: %g%% of the first configuration's (%s) closed-loop 2xx rate, offered to every configuration\n", plan.FixedRateFraction*100, plan.Configs[0].Name)
 	p.printf("  (`-rate R -c %d -d %s`, keep-alive); latency runs from each request's intended send time (no coordinated omission).\n", plan.Concurrency, plan.Cell)
 	p.printf("- Share: max/min of 2xx responses per worker (`X-Worker`) in the closed-loop run; +Inf means a worker got nothing.\n")
-	if res.Plan.ShareRepeats > 1 {
-		p.printf("  With several workers the closed loop runs %d times per route: the median share comes first, every run's in brackets (the first run is the throughput shown).\n", res.Plan.ShareRepeats)
+	if res.Plan.Repeats > 1 {
+		p.printf("  The median share over the %d closed-loop runs comes first, every run's in brackets.\n", res.Plan.Repeats)
 	}
 	p.printf("- Memory: VmRSS (and VmHWM, the peak) of each worker's MainPID from `/proc/PID/status` after the configuration's\n")
 	p.printf("  loads. systemd's MemoryCurrent is not available: the sandbox's cgroup2 has no memory controller on this host.\n\n")
@@ -104,17 +108,17 @@ func gomaxprocs(byWorker map[string]int) string {
 func WriteThroughput(w io.Writer, res *Results) {
 	p := asPrinter(w)
 	ref := res.Plan.Configs[0].Name
-	p.printf("| route | configuration | 2xx req/s | × %s | × %s | non-2xx | errors | share max/min |\n|---|---|---|---|---|---|---|---|\n", ref, BaselineName)
+	p.printf("| route | configuration | 2xx req/s | × %s | × %s | non-2xx (all runs) | errors (all runs) | share max/min |\n|---|---|---|---|---|---|---|---|\n", ref, BaselineName)
 	for _, route := range res.Plan.Routes {
 		for _, cr := range res.Configs {
 			rr := res.route(cr.Config.Name, route)
 			if rr == nil {
 				continue
 			}
-			rate := Goodput(rr.Max)
-			p.printf("| `%s` | %s | %.1f | %s | %s | %d | %s | %s |\n", route, cr.Config.Name, rate,
+			rate := rr.MedianGoodput()
+			p.printf("| `%s` | %s | %s | %s | %s | %d | %s | %s |\n", route, cr.Config.Name, RateRuns(rr),
 				Ratio(rate, res.goodputOf(ref, route)), Ratio(rate, res.goodputOf(BaselineName, route)),
-				rr.Max.Responses-rr.Max.OK, Errors(rr.Max), ShareRuns(rr, cr.Workers))
+				non2xx(rr.ClosedLoops()), Errors(sumRuns(rr.ClosedLoops())), ShareRuns(rr, cr.Workers))
 		}
 	}
 }
@@ -180,7 +184,7 @@ func instance(unit string) string {
 
 func (res *Results) goodputOf(config, route string) float64 {
 	if rr := res.route(config, route); rr != nil {
-		return Goodput(rr.Max)
+		return rr.MedianGoodput()
 	}
 	return 0
 }

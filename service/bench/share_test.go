@@ -2,6 +2,7 @@ package bench
 
 import (
 	"testing"
+	"time"
 
 	"github.com/clusterapp/clusterapp/service/loadgen"
 )
@@ -20,5 +21,27 @@ func TestShareRunsReportsTheMedian(t *testing.T) {
 	}
 	if got := ShareRuns(&RouteResult{Max: run(110, 100)}, 2); got != "1.10" {
 		t.Fatalf("ShareRuns without repeats = %q", got)
+	}
+}
+
+func TestThroughputIsTheMedianOfTheClosedLoops(t *testing.T) {
+	run := func(ok int) *loadgen.Result {
+		return &loadgen.Result{OK: ok, Responses: ok + 1, Timeouts: 1, Elapsed: time.Second}
+	}
+	rr := &RouteResult{Max: run(300), Repeats: []*loadgen.Result{run(340), run(320)}}
+	if got := rr.MedianGoodput(); got != 320 {
+		t.Fatalf("MedianGoodput = %v, want 320 (the middle of 300, 340, 320)", got)
+	}
+	if got := RateRuns(rr); got != "320.0 (300.0-340.0)" {
+		t.Fatalf("RateRuns = %q", got)
+	}
+	if got := non2xx(rr.ClosedLoops()); got != 3 {
+		t.Fatalf("non2xx = %d, want 3", got)
+	}
+	if got := Errors(sumRuns(rr.ClosedLoops())); got != "3 (timeout 3)" {
+		t.Fatalf("errors over the runs = %q", got)
+	}
+	if got := RateRuns(&RouteResult{Max: run(300)}); got != "300.0" {
+		t.Fatalf("RateRuns of one run = %q", got)
 	}
 }
