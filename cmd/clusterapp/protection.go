@@ -40,7 +40,7 @@ func newProtection(cfg config.Config, log *logrus.Entry) (protection, error) {
 	case change:
 		runtime.GOMAXPROCS(procs)
 		log.WithFields(logrus.Fields{"gomaxprocs": procs, "was": current, "max_in_flight": p.maxInFlight}).
-			Info("GOMAXPROCS set one above the admission slots, so rejections and health checks never wait behind CPU-bound requests")
+			Info("GOMAXPROCS raised by one, so rejections and health checks never wait behind CPU-bound requests holding every P")
 	case tooFew:
 		log.WithFields(logrus.Fields{"gomaxprocs": current, "max_in_flight": p.maxInFlight}).
 			Warn("GOMAXPROCS is not above CLUSTERAPP_MAX_IN_FLIGHT: when every slot computes, rejections and /healthz wait for Go's 10 ms preemption; unset GOMAXPROCS or set it above the slots")

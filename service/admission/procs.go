@@ -13,9 +13,11 @@ package admission
 // computation within its scheduling slice instead.
 
 // ServingProcs returns the GOMAXPROCS a worker with maxInFlight admission
-// slots should run with, and whether to change it: one more than the slots
-// when Go chose the value (from the CPU count, affinity or CPU quota). A
-// value the operator set (explicit) is kept; tooFew then says it leaves the
+// slots should run with, and whether to change it. When Go chose the value
+// (from the CPU count, affinity or CPU quota) and the slots can occupy every
+// P, it is one more: current+1, never more, since slots far above the CPUs
+// (admission as good as off) are not a reason for a hundred threads. A value
+// the operator set (explicit) is kept; tooFew then says it leaves the
 // serving path no P of its own.
 func ServingProcs(current, maxInFlight int, explicit bool) (procs int, change, tooFew bool) {
 	if current > maxInFlight {
@@ -24,5 +26,5 @@ func ServingProcs(current, maxInFlight int, explicit bool) (procs int, change, t
 	if explicit {
 		return current, false, true
 	}
-	return maxInFlight + 1, true, false
+	return current + 1, true, false
 }

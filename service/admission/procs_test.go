@@ -15,6 +15,7 @@ func TestServingProcs(t *testing.T) {
 		{"already a spare P", 2, 1, false, 2, false, false},
 		{"operator's value is kept, with a warning", 1, 1, true, 1, false, true},
 		{"operator's value with a spare P", 4, 2, true, 4, false, false},
+		{"admission as good as off: one P more, not 65537", 1, 65536, false, 2, true, false},
 	} {
 		procs, change, tooFew := ServingProcs(c.current, c.slots, c.explicit)
 		if procs != c.procs || change != c.change || tooFew != c.tooFew {
