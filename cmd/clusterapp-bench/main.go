@@ -65,7 +65,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.IntVar(&f.concurrency, "c", 64, "keep-alive connections of the closed-loop and fixed-rate runs")
 	fs.DurationVar(&f.spikeDuration, "spike", 5*time.Second, "length of each spike run")
 	fs.StringVar(&f.from, "from", "", "render the page and chart from this raw results `file` (bin/benchmarks.json) without measuring")
-	fs.StringVar(&f.admissionWait, "admission-wait", "5ms", "CLUSTERAPP_ADMISSION_WAIT of the protected spike run")
+	fs.StringVar(&f.admissionWait, "admission-wait", "0", "CLUSTERAPP_ADMISSION_WAIT of the protected spike run (0: a request finding every slot busy is turned away at once)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return f, err
@@ -127,7 +127,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 }
 
 func newPlan(cpus int, f flags) bench.Plan {
-	on, off := bench.SpikeConfigurations(cpus, f.admissionWait)
+	layout := bench.NewSpikeLayout(cpus)
+	on, off := bench.SpikeConfigurations(layout, f.admissionWait)
 	return bench.Plan{
 		CPUs:              cpus,
 		Configs:           bench.DefaultConfigurations(cpus),
@@ -137,8 +138,11 @@ func newPlan(cpus int, f flags) bench.Plan {
 		Cell:              f.cell,
 		FixedRateFraction: 0.5,
 		Spike: &bench.SpikePlan{
-			Route: "/fib?n=30", From: bench.NWorkersName, Factor: 10, UnloadedFraction: 0.05,
+			Route: "/fib?n=30", Layout: layout, Factor: 10, UnloadedFraction: 0.05,
 			Duration: f.spikeDuration, Concurrency: 256, Timeout: 10 * time.Second, On: on, Off: off,
+		},
+		Faults: &bench.FaultPlan{
+			Config: bench.FaultConfiguration(cpus), Route: "/", Concurrency: 16, Duration: f.cell, Timeout: 5 * time.Second,
 		},
 	}
 }

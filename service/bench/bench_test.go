@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -35,14 +36,83 @@ func TestWorkers(t *testing.T) {
 }
 
 func TestConfigurationsKeepTheCacheOff(t *testing.T) {
-	on, off := SpikeConfigurations(2, "5ms")
+	on, off := SpikeConfigurations(NewSpikeLayout(2), "0")
 	for _, c := range append(DefaultConfigurations(2), on, off) {
 		if v, ok := envValue(c.Env, "CLUSTERAPP_CACHE_ENTRIES"); !ok || v != "0" {
 			t.Errorf("%s: CLUSTERAPP_CACHE_ENTRIES=%q, want 0 written out", c.Name, v)
 		}
 	}
-	if v, _ := envValue(on.Env, "CLUSTERAPP_ADMISSION_WAIT"); v != "5ms" {
-		t.Errorf("protection on waits %q, want 5ms", v)
+	if v, _ := envValue(on.Env, "CLUSTERAPP_ADMISSION_WAIT"); v != "0" {
+		t.Errorf("protection on waits %q, want 0", v)
+	}
+	if v, _ := envValue(on.Env, "CLUSTERAPP_MAX_IN_FLIGHT"); v != "1" {
+		t.Errorf("protection on admits %q per worker, want 1 (one per CPU of its own)", v)
+	}
+	for _, c := range []Configuration{on, off} {
+		if n, _ := c.Workers(2); n != 1 || c.WorkerDropIn != "[Service]\nCPUAffinity=0\n" {
+			t.Errorf("%s on 2 CPUs: %d workers, drop-in %q; want 1 worker pinned to CPU 0", c.Name, n, c.WorkerDropIn)
+		}
+	}
+}
+
+func TestSpikeLayoutGivesTheGeneratorACPUOfItsOwn(t *testing.T) {
+	for _, tt := range []struct {
+		cpus int
+		want SpikeLayout
+	}{
+		{1, SpikeLayout{Workers: 1}},
+		{2, SpikeLayout{PoolCPUs: "0", LoadCPUs: "1", Workers: 1}},
+		{8, SpikeLayout{PoolCPUs: "0-6", LoadCPUs: "7", Workers: 7}},
+	} {
+		if got := NewSpikeLayout(tt.cpus); got != tt.want {
+			t.Errorf("NewSpikeLayout(%d) = %+v, want %+v", tt.cpus, got, tt.want)
+		}
+	}
+	on, _ := SpikeConfigurations(NewSpikeLayout(1), "0")
+	if on.WorkerDropIn != "" {
+		t.Errorf("one CPU: drop-in %q, want none (nothing to split)", on.WorkerDropIn)
+	}
+}
+
+// The spike's configuration pins the workers with a drop-in, the next
+// configuration removes it, and LoadOn pins the generator with taskset.
+func TestApplyWritesAndRemovesTheWorkerDropIn(t *testing.T) {
+	var calls []string
+	box := &Sandbox{Name: "t", Command: func(ctx context.Context, args ...string) ([]byte, error) {
+		calls = append(calls, strings.Join(args, " "))
+		switch {
+		case len(args) > 4 && args[3] == "systemctl" && args[4] == "list-units":
+			return []byte("clusterapp-worker@1.service loaded active running\n"), nil
+		case len(args) > 3 && args[3] == "curl":
+			return []byte("200"), nil
+		case len(args) > 3 && args[3] == "taskset":
+			return []byte(`{"ok":1}`), nil
+		}
+		return nil, nil
+	}}
+	ctx := context.Background()
+	on, _ := SpikeConfigurations(NewSpikeLayout(2), "0")
+	if err := box.Apply(ctx, on, 1); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(calls, func(c string) bool {
+		return strings.HasPrefix(c, "cp t ") && strings.HasSuffix(c, " "+WorkerDropInPath)
+	}) {
+		t.Errorf("the drop-in was not copied in: %q", calls)
+	}
+	calls = nil
+	if err := box.Apply(ctx, DefaultConfigurations(2)[1], 1); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(calls, "exec t -- rm -f "+WorkerDropInPath) {
+		t.Errorf("the drop-in was not removed for a configuration without one: %q", calls)
+	}
+	calls = nil
+	if _, err := box.LoadOn(ctx, "1", "/", time.Second, "-n", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != 1 || !strings.HasPrefix(calls[0], "exec t -- taskset -c 1 nice -n -10 "+loadPath) {
+		t.Errorf("LoadOn ran %q, want the generator under taskset -c 1", calls)
 	}
 }
 
@@ -139,10 +209,10 @@ func sample() *Results {
 			Elapsed: time.Second, ByHeader: byHeader, Latency: loadgen.Latency{P50: p99 / 2, P99: p99, P999: p99}}
 	}
 	configs := DefaultConfigurations(2)
-	on, off := SpikeConfigurations(2, "5ms")
+	on, off := SpikeConfigurations(NewSpikeLayout(2), "0")
 	res := &Results{
 		Plan: Plan{CPUs: 2, Configs: configs, Routes: []string{"/", "/fib?n=30"}, Concurrency: 64, Cell: time.Second,
-			FixedRateFraction: 0.5, Spike: &SpikePlan{Route: "/fib?n=30", From: NWorkersName, Factor: 10, Duration: time.Second, On: on, Off: off}},
+			FixedRateFraction: 0.5, Spike: &SpikePlan{Route: "/fib?n=30", Layout: NewSpikeLayout(2), Factor: 10, Duration: time.Second, On: on, Off: off}},
 		Machine: Machine{CPUs: 2, Model: "Test CPU", Kernel: "6.1", Go: "go1.26"},
 	}
 	oks := map[string]int{"1 worker": 100, NWorkersName: 190, BaselineName: 200}
@@ -159,8 +229,14 @@ func sample() *Results {
 	spike.Non2xxLatency = loadgen.Latency{P50: time.Millisecond, P99: 2 * time.Millisecond, Max: 3 * time.Millisecond}
 	before := []Worker{{Unit: "clusterapp-worker@1.service", PID: 10}}
 	res.Spike = &SpikeResult{Sustainable: 190, Offered: 1900, Unloaded: run(10, nil, 20*time.Millisecond), Runs: []SpikeRun{
-		{Config: on, Result: spike, Before: before, After: before},
+		{Config: on, Result: spike, Before: before, After: before, GOMAXPROCS: map[string]int{"1": 2}},
 		{Config: off, Result: run(30, nil, 400*time.Millisecond), Before: before, After: []Worker{{Unit: "clusterapp-worker@1.service", PID: 11, Restarts: 1}}},
+	}}
+	res.Plan.Faults = &FaultPlan{Config: FaultConfiguration(2), Route: "/", Concurrency: 16, Duration: time.Second, Timeout: 5 * time.Second}
+	res.Faults = &FaultResult{Workers: 2, Runs: []FaultRun{
+		{Name: "all healthy", Result: run(200, map[string]int{"1": 100, "2": 100}, time.Millisecond)},
+		{Name: "worker 2 frozen (SIGSTOP)", Result: run(150, map[string]int{"1": 150}, time.Millisecond)},
+		{Name: "worker 2 crash-looping", Result: run(180, map[string]int{"1": 180}, time.Millisecond), Restarts: 12},
 	}}
 	return res
 }
@@ -181,6 +257,11 @@ func TestWriteMarkdown(t *testing.T) {
 		"| admitted p99 × unloaded p99 (20.0 ms) | 2.00× | 20.00× |",
 		"| time to reject p50 / p99 / max | 1.00 ms / 2.00 ms / 3.00 ms | – / – / – |",
 		"| worker restarts (NRestarts, PID changes) | 0 | 1 (@1 pid 10→11) |",
+		"| GOMAXPROCS per worker (`/metrics`) | 1: 2 | ? |",
+		"the pool, 1 worker(s), on CPU 0 (a `CPUAffinity=0` drop-in); the generator on CPU 1 (`taskset -c 1`)",
+		"| worker 2 frozen (SIGSTOP) | 155 | 150 | 5 | 0 | 1.00 ms | 1: 150, 2: 0 | 0.75× | 0 |",
+		"| worker 2 crash-looping | 185 | 180 | 5 | 0 | 1.00 ms | 1: 180, 2: 0 | 0.90× | 12 |",
+		"`clusterapp-load -c 16 -keepalive=false -d 1s -timeout 5s` on `/`",
 		NotesBegin + "\nkept\n" + NotesEnd,
 	} {
 		if !strings.Contains(page, want) {

@@ -34,14 +34,16 @@ type Plan struct {
 	Repeats int
 	// Spike is the spike scenario; nil skips it.
 	Spike *SpikePlan
+	// Faults is the frozen and crash-looping worker scenario; nil skips it.
+	Faults *FaultPlan
 }
 
 // SpikePlan is issue 7's scenario: 10x the sustainable rate of a CPU route.
+// The sustainable rate is the closed-loop 2xx rate of Route under Off (no
+// request turned away), measured in Layout just before the spikes.
 type SpikePlan struct {
-	Route string
-	// From names the configuration whose closed-loop maximum on Route is
-	// the sustainable rate.
-	From string
+	Route  string
+	Layout SpikeLayout
 	// Factor times the sustainable rate is offered. Default 10.
 	Factor float64
 	// UnloadedFraction of the sustainable rate (at least 10 req/s) is the
@@ -63,6 +65,7 @@ type Results struct {
 	LoadBefore, LoadAfter string
 	Configs               []ConfigResult
 	Spike                 *SpikeResult
+	Faults                *FaultResult
 }
 
 // ConfigResult is one configuration's measurements.
@@ -86,8 +89,9 @@ type RouteResult struct {
 
 // SpikeResult is the spike scenario's measurements.
 type SpikeResult struct {
-	Sustainable float64 // req/s
-	Offered     float64 // req/s
+	Sustainable float64         // req/s
+	ClosedLoop  *loadgen.Result // the run Sustainable comes from
+	Offered     float64         // req/s
 	Unloaded    *loadgen.Result
 	Runs        []SpikeRun
 }
@@ -98,6 +102,7 @@ type SpikeRun struct {
 	Result        *loadgen.Result
 	Before, After []Worker
 	AdmissionWait string
+	GOMAXPROCS    map[string]int // by X-Worker value, from /metrics
 }
 
 // Runner runs a Plan against a booted Sandbox, logging progress to Log.
@@ -130,11 +135,18 @@ func (r *Runner) Run(ctx context.Context, plan Plan) (*Results, error) {
 		res.Configs = append(res.Configs, *cr)
 	}
 	if plan.Spike != nil {
-		spike, err := r.spike(ctx, plan, res)
+		spike, err := r.spike(ctx, plan)
 		if err != nil {
 			return nil, err
 		}
 		res.Spike = spike
+	}
+	if plan.Faults != nil {
+		faults, err := r.faults(ctx, plan)
+		if err != nil {
+			return nil, err
+		}
+		res.Faults = faults
 	}
 	return res, nil
 }
@@ -193,46 +205,70 @@ func (r *Runner) measureRoute(ctx context.Context, plan Plan, route string, fixe
 	return &RouteResult{Route: route, Max: maxRes, FixedRate: rate, Fixed: fixed}, nil
 }
 
-func (r *Runner) spike(ctx context.Context, plan Plan, res *Results) (*SpikeResult, error) {
+func (r *Runner) spike(ctx context.Context, plan Plan) (*SpikeResult, error) {
 	sp := plan.Spike
-	sustainable := res.goodputOf(sp.From, sp.Route)
-	if sustainable <= 0 {
-		return nil, fmt.Errorf("spike: no closed-loop maximum of %s under %q to derive the rate from", sp.Route, sp.From)
+	lay := sp.Layout
+	out := &SpikeResult{}
+	// Protection off first: its closed loop, where nothing is turned away,
+	// is the sustainable rate the spike is a multiple of.
+	r.logf(">> spike layout: %s", lay.Describe())
+	if err := r.Box.Apply(ctx, sp.Off, lay.Workers); err != nil {
+		return nil, err
 	}
-	out := &SpikeResult{Sustainable: sustainable, Offered: math.Round(sustainable * sp.Factor)}
-	for i, c := range []Configuration{sp.On, sp.Off} {
-		workers, err := c.Workers(plan.CPUs)
-		if err != nil {
-			return nil, err
-		}
-		r.logf(">> spike, %s: %g req/s offered to %s", c.Name, out.Offered, sp.Route)
-		if err := r.Box.Apply(ctx, c, workers); err != nil {
-			return nil, err
-		}
-		if i == 0 {
-			unloaded := math.Max(10, math.Round(sustainable*sp.UnloadedFraction))
-			if out.Unloaded, err = r.Box.Load(ctx, sp.Route, sp.Duration, "-c", "8", "-d", sp.Duration.String(), "-rate", fmt.Sprint(unloaded)); err != nil {
-				return nil, err
-			}
-		}
-		run := SpikeRun{Config: c}
-		if run.Before, err = r.Box.Workers(ctx, workers); err != nil {
-			return nil, err
-		}
-		run.Result, err = r.Box.Load(ctx, sp.Route, sp.Duration+sp.Timeout, "-c", fmt.Sprint(sp.Concurrency),
-			"-d", sp.Duration.String(), "-timeout", sp.Timeout.String(), "-rate", fmt.Sprint(out.Offered))
-		if err != nil {
-			return nil, err
-		}
-		if run.After, err = r.Box.Workers(ctx, workers); err != nil {
-			return nil, err
-		}
-		run.AdmissionWait, _ = envValue(c.Env, "CLUSTERAPP_ADMISSION_WAIT")
-		r.logf("   %d requests: status %v, %d errors, admitted p99 %v, rejected p99 %v",
-			run.Result.Requests, run.Result.StatusCodes, run.Result.Errors(), run.Result.Latency.P99, run.Result.Non2xxLatency.P99)
-		out.Runs = append(out.Runs, run)
+	var err error
+	out.ClosedLoop, err = r.Box.LoadOn(ctx, lay.LoadCPUs, sp.Route, plan.Cell, "-c", fmt.Sprint(plan.Concurrency), "-d", plan.Cell.String(), "-keepalive=true")
+	if err != nil {
+		return nil, err
 	}
+	if out.Sustainable = Goodput(out.ClosedLoop); out.Sustainable <= 0 {
+		return nil, fmt.Errorf("%w: spike: no 2xx response from %s in the closed loop: status %v, errors %v",
+			ErrNoResponses, sp.Route, out.ClosedLoop.StatusCodes, out.ClosedLoop.ErrorSamples)
+	}
+	out.Offered = math.Round(out.Sustainable * sp.Factor)
+	r.logf("   sustainable %.1f req/s; offering %g req/s", out.Sustainable, out.Offered)
+	off, err := r.spikeRun(ctx, sp, sp.Off, out.Offered)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Box.Apply(ctx, sp.On, lay.Workers); err != nil {
+		return nil, err
+	}
+	unloaded := math.Max(10, math.Round(out.Sustainable*sp.UnloadedFraction))
+	if out.Unloaded, err = r.Box.LoadOn(ctx, lay.LoadCPUs, sp.Route, sp.Duration, "-c", "8", "-d", sp.Duration.String(), "-rate", fmt.Sprint(unloaded)); err != nil {
+		return nil, err
+	}
+	on, err := r.spikeRun(ctx, sp, sp.On, out.Offered)
+	if err != nil {
+		return nil, err
+	}
+	out.Runs = []SpikeRun{*on, *off}
 	return out, nil
+}
+
+// spikeRun offers the spike to the running configuration c.
+func (r *Runner) spikeRun(ctx context.Context, sp *SpikePlan, c Configuration, offered float64) (*SpikeRun, error) {
+	workers := sp.Layout.Workers
+	run := &SpikeRun{Config: c}
+	run.AdmissionWait, _ = envValue(c.Env, "CLUSTERAPP_ADMISSION_WAIT")
+	var err error
+	if run.GOMAXPROCS, err = r.Box.GOMAXPROCS(ctx, workers); err != nil {
+		return nil, err
+	}
+	if run.Before, err = r.Box.Workers(ctx, workers); err != nil {
+		return nil, err
+	}
+	r.logf(">> spike, %s: %g req/s offered to %s", c.Name, offered, sp.Route)
+	run.Result, err = r.Box.LoadOn(ctx, sp.Layout.LoadCPUs, sp.Route, sp.Duration+sp.Timeout, "-c", fmt.Sprint(sp.Concurrency),
+		"-d", sp.Duration.String(), "-timeout", sp.Timeout.String(), "-rate", fmt.Sprint(offered))
+	if err != nil {
+		return nil, err
+	}
+	if run.After, err = r.Box.Workers(ctx, workers); err != nil {
+		return nil, err
+	}
+	r.logf("   %d requests: status %v, %d errors, admitted p99 %v, rejected p99 %v",
+		run.Result.Requests, run.Result.StatusCodes, run.Result.Errors(), run.Result.Latency.P99, run.Result.Non2xxLatency.P99)
+	return run, nil
 }
 
 // ClosedLoops returns the closed-loop runs: the first, then the repeats.

@@ -49,6 +49,11 @@ func WriteMarkdown(w io.Writer, res *Results, chart, notes string) error {
 		writeSpikeMethod(p, res)
 		WriteSpike(p, res)
 	}
+	if res.Faults != nil {
+		p.printf("\n## A frozen or crash-looping worker under load\n\n")
+		writeFaultsMethod(p, res)
+		WriteFaults(p, res)
+	}
 	p.printf("\n## Notes\n\n%s\n%s\n%s\n", NotesBegin, notes, NotesEnd)
 	return p.err
 }
@@ -59,7 +64,8 @@ func writeMachine(p *printer, res *Results) {
 	p.printf("- CPUs (`nproc`): %d, %s\n- kernel %s, %s\n", m.CPUs, m.Model, m.Kernel, m.Go)
 	p.printf("- load average (1, 5, 15 min) before the run: %s; after: %s (the machine is shared: other work\n  running at the same time moves every number)\n", res.LoadBefore, res.LoadAfter)
 	p.printf("- the suite runs under a real systemd 252 in a `scripts/sandbox` box (own PID, mount and network\n")
-	p.printf("  namespaces); the load generator runs **inside the same box, on the same %d CPUs** as the workers,\n", m.CPUs)
+	p.printf("  namespaces); the load generator runs **inside the same box, on the same %d CPUs** as the workers\n", m.CPUs)
+	p.printf("  (except in the spike section, which gives it a CPU of its own),\n")
 	p.printf("  at `nice -n %d` so that its own scheduling delay is not reported as the server's latency.\n\n", loadNice)
 }
 

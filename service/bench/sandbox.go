@@ -116,6 +116,13 @@ func (s *Sandbox) Apply(ctx context.Context, c Configuration, workers int) error
 	if err := s.WriteFile(ctx, "/etc/clusterapp/clusterapp.env", c.Env); err != nil {
 		return err
 	}
+	if c.WorkerDropIn != "" {
+		if err := s.WriteFile(ctx, WorkerDropInPath, c.WorkerDropIn); err != nil {
+			return err
+		}
+	} else if _, err := s.Exec(ctx, time.Minute, "rm", "-f", WorkerDropInPath); err != nil {
+		return fmt.Errorf("apply %q: %w", c.Name, err)
+	}
 	for _, argv := range [][]string{
 		{"systemctl", "daemon-reload"},
 		{"systemctl", "stop", "clusterapp.target", "clusterapp-worker@*.service", "clusterapp.socket"},
@@ -170,7 +177,16 @@ func WorkerUnits(n int) []string {
 
 // Load runs the generator inside the box against path with the given flags.
 func (s *Sandbox) Load(ctx context.Context, path string, budget time.Duration, flags ...string) (*loadgen.Result, error) {
+	return s.LoadOn(ctx, "", path, budget, flags...)
+}
+
+// LoadOn is Load with the generator bound to the CPUs in cpus (a taskset
+// list); "" lets it run anywhere.
+func (s *Sandbox) LoadOn(ctx context.Context, cpus, path string, budget time.Duration, flags ...string) (*loadgen.Result, error) {
 	argv := append([]string{"nice", "-n", fmt.Sprint(loadNice), loadPath, "-json", "-url", target + path}, flags...)
+	if cpus != "" {
+		argv = append([]string{"taskset", "-c", cpus}, argv...)
+	}
 	out, err := s.Exec(ctx, budget+time.Minute, argv...)
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", path, err)

@@ -8,7 +8,9 @@ import (
 
 func writeSpikeMethod(p *printer, res *Results) {
 	sp, s := res.Plan.Spike, res.Spike
-	p.printf("- Sustainable rate: the closed-loop 2xx rate of `%s` under \"%s\" above, **%.1f req/s**.\n", sp.Route, sp.From, s.Sustainable)
+	p.printf("- Layout: %s. The tables above share every CPU with the generator; this section does not.\n", sp.Layout.Describe())
+	p.printf("- Sustainable rate: the closed-loop 2xx rate of `%s` with protection off (nothing turned away;\n", sp.Route)
+	p.printf("  `-c %d -keepalive -d %s`, same layout), **%.1f req/s**.\n", res.Plan.Concurrency, res.Plan.Cell, s.Sustainable)
 	p.printf("- Spike: **%g req/s** offered (%gx) at a fixed rate for %s (`-rate %g -c %d -timeout %s`); latency from the\n",
 		s.Offered, sp.Factor, sp.Duration, s.Offered, sp.Concurrency, sp.Timeout)
 	p.printf("  intended send time, so time spent waiting for one of the %d connections counts too.\n", sp.Concurrency)
@@ -59,6 +61,7 @@ func WriteSpike(w io.Writer, res *Results) {
 		}
 		return Millis(n.P50) + " / " + Millis(n.P99) + " / " + Millis(n.Max)
 	})
+	row("GOMAXPROCS per worker (`/metrics`)", func(r SpikeRun) string { return gomaxprocs(r.GOMAXPROCS) })
 	row("worker restarts (NRestarts, PID changes)", func(r SpikeRun) string { return restarts(r.Before, r.After) })
 	row("VmRSS after (peak VmHWM) per worker", func(r SpikeRun) string {
 		var parts []string
