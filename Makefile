@@ -33,7 +33,7 @@ run: build ## run the real suite: a private systemd serving 127.0.0.1:8080 (root
 	scripts/sandbox run
 
 # Not part of `make test`: it reports numbers and fails only when a run could not be made.
-bench: build ## measure 1 vs N workers and a spike in a sandbox (root, ~3 min); writes docs/benchmarks.md and .svg
+bench: build ## measure 1 vs N workers, a spike and worker faults in a sandbox (root, ~7 min); writes docs/benchmarks.md and .svg
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/clusterapp-bench ./cmd/clusterapp-bench
 	$(BIN)/clusterapp-bench -repo . -out docs
 
