@@ -19,6 +19,19 @@
 // heartbeat and is ignored after StaleAfter, and a deferral never lasts longer
 // than MaxDefer even when the table is wrong.
 //
+// Deferring has a cost: the deferring worker sleeps, and when the table
+// changes under it (short connections come and go faster than it looks),
+// both workers can be deferring at once while connections wait in the
+// backlog. With a new connection per request, 2 workers served 0.5x of one
+// process with the gate and 0.77x without it. Such connections need no
+// balancing either, since each one is one request and the kernel spreads
+// them as they come. So a worker gates its accepts only while its clients
+// reuse connections: an average (EWMA) over connection events, a
+// connection's second request counting as reuse and a connection closed
+// after at most one request counting against, kept above one half. A worker
+// starts out assuming reuse, so the opening burst of a keep-alive load is
+// balanced.
+//
 // Connections live long under keep-alive, so the balance made when they are
 // accepted would otherwise last forever (for instance after a worker
 // restarts, every client stays on the others). The server therefore ends a
@@ -66,7 +79,15 @@ type Balancer struct {
 	opts  Options
 	words []uint64
 	conns atomic.Int64
+	// reuse is the EWMA of connection reuse, in 1/reuseOne; the gate is on
+	// at or above reuseOne/2.
+	reuse atomic.Int64
 }
+
+const (
+	reuseOne    = 1 << 10
+	reuseWeight = 16 // each event moves the average 1/16 of the way
+)
 
 // Open maps the shared table at path.
 func Open(path string, opts Options) (*Balancer, *shm.Region, error) {
@@ -95,6 +116,7 @@ func New(r *shm.Region, opts Options) *Balancer {
 		opts.Now = time.Now
 	}
 	b := &Balancer{opts: opts, words: r.Words()}
+	b.reuse.Store(reuseOne)
 	atomic.StoreUint64(b.slot(opts.Self, 1), 0)
 	return b
 }
@@ -131,9 +153,27 @@ func (b *Balancer) Run(ctx context.Context) {
 	}
 }
 
-// ShouldDefer reports whether a live worker holds fewer connections than
-// this one.
+// ConnReused feeds the reuse average (server.ReuseObserver); the server
+// serialises the calls.
+func (b *Balancer) ConnReused(reused bool) {
+	x := int64(0)
+	if reused {
+		x = reuseOne
+	}
+	e := b.reuse.Load()
+	b.reuse.Store(e + (x-e)/reuseWeight)
+}
+
+// Gating reports whether clients reuse connections enough for the accept
+// gate to be on.
+func (b *Balancer) Gating() bool { return b.reuse.Load() >= reuseOne/2 }
+
+// ShouldDefer reports whether clients reuse connections and a live worker
+// holds fewer connections than this one.
 func (b *Balancer) ShouldDefer() bool {
+	if !b.Gating() {
+		return false
+	}
 	mine := int64(atomic.LoadUint64(b.slot(b.opts.Self, 1)))
 	now := b.opts.Now().UnixNano()
 	stale := b.opts.StaleAfter.Nanoseconds()

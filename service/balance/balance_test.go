@@ -81,3 +81,27 @@ func TestAcceptIsDeferredAtMostMaxDefer(t *testing.T) {
 	}
 	conn.Close()
 }
+
+// Clients opening a connection per request turn the gate off (deferring
+// would only cost: the kernel spreads such connections as they come); the
+// gate comes back as soon as connections are reused again.
+func TestGateFollowsConnectionReuse(t *testing.T) {
+	c := &clock{time.Unix(1000, 0)}
+	w := pool(2, c)
+	w[0].ConnOpened()
+	if !w[0].Gating() || !w[0].ShouldDefer() {
+		t.Fatal("a fresh worker must gate: the opening burst of a keep-alive load needs balancing")
+	}
+	for range 64 {
+		w[0].ConnReused(false)
+	}
+	if w[0].Gating() || w[0].ShouldDefer() {
+		t.Fatal("still deferring after 64 connections that carried one request each")
+	}
+	for range 16 {
+		w[0].ConnReused(true)
+	}
+	if !w[0].Gating() || !w[0].ShouldDefer() {
+		t.Fatal("not deferring after 16 reused connections")
+	}
+}

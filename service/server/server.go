@@ -47,6 +47,14 @@ type ConnObserver interface {
 	ConnClosed()
 }
 
+// ReuseObserver, when a ConnObserver implements it too, learns whether
+// clients reuse connections: ConnReused(true) when a connection begins its
+// second request, ConnReused(false) when one closes having carried at most
+// one. Calls are serialised.
+type ReuseObserver interface {
+	ConnReused(reused bool)
+}
+
 // Server is an http.Server with connection tracking, a lossless drain and
 // request-count recycling.
 type Server struct {
@@ -70,8 +78,9 @@ type Server struct {
 }
 
 type connInfo struct {
-	state http.ConnState
-	since time.Time
+	state    http.ConnState
+	since    time.Time
+	requests int // times the connection became active
 }
 
 // New wraps handler. The server does not serve until Serve.
@@ -220,15 +229,33 @@ func (s *Server) connState(c net.Conn, state http.ConnState) {
 			o.ConnOpened()
 		}
 	case http.StateActive, http.StateIdle:
-		if _, ok := s.conns[c]; ok {
-			s.conns[c] = connInfo{state: state, since: time.Now()}
+		if info, ok := s.conns[c]; ok {
+			info.state, info.since = state, time.Now()
+			if state == http.StateActive {
+				info.requests++
+				if info.requests == 2 {
+					s.reused(true)
+				}
+			}
+			s.conns[c] = info
 		}
 	case http.StateClosed, http.StateHijacked:
-		if _, ok := s.conns[c]; ok {
+		if info, ok := s.conns[c]; ok {
 			delete(s.conns, c)
+			if info.requests <= 1 {
+				s.reused(false)
+			}
 			for _, o := range s.opts.ConnObservers {
 				o.ConnClosed()
 			}
+		}
+	}
+}
+
+func (s *Server) reused(reused bool) {
+	for _, o := range s.opts.ConnObservers {
+		if r, ok := o.(ReuseObserver); ok {
+			r.ConnReused(reused)
 		}
 	}
 }

@@ -301,3 +301,64 @@ func TestKeepAliveRequestsBound(t *testing.T) {
 		}
 	}
 }
+
+type reuseLog struct {
+	mu     sync.Mutex
+	events []bool
+	closed chan struct{}
+}
+
+func (r *reuseLog) ConnOpened() {}
+func (r *reuseLog) ConnClosed() { r.closed <- struct{}{} }
+func (r *reuseLog) ConnReused(reused bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, reused)
+}
+
+func (r *reuseLog) seen() []bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]bool(nil), r.events...)
+}
+
+// The balancer learns whether clients reuse connections: a connection's
+// second request is reuse (said once, not per request), a connection closed
+// after one request is not.
+func TestReuseObserverSeesKeepAliveAndOneShotConnections(t *testing.T) {
+	obs := &reuseLog{closed: make(chan struct{}, 4)}
+	_, addr := newServer(t, func(o *Options) { o.ConnObservers = []ConnObserver{obs} }, nil)
+	request := func(conn net.Conn, br *bufio.Reader) {
+		t.Helper()
+		io.WriteString(conn, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	keep, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(keep)
+	for range 3 {
+		request(keep, br)
+	}
+	keep.Close()
+	<-obs.closed
+	if got := obs.seen(); len(got) != 1 || !got[0] {
+		t.Fatalf("after 3 requests on one connection: events %v, want [true]", got)
+	}
+	once, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	request(once, bufio.NewReader(once))
+	once.Close()
+	<-obs.closed
+	if got := obs.seen(); len(got) != 2 || got[1] {
+		t.Fatalf("after a one-request connection: events %v, want [true false]", got)
+	}
+}
