@@ -103,7 +103,13 @@ type SpikeRun struct {
 	Before, After []Worker
 	AdmissionWait string
 	GOMAXPROCS    map[string]int // by X-Worker value, from /metrics
+	// Health is a light probe of /healthz sent during the spike by a second
+	// generator: what a load balancer's health check sees.
+	Health *loadgen.Result
 }
+
+// healthProbe is the rate of the /healthz probe during a spike.
+const healthProbe = 20
 
 // Runner runs a Plan against a booted Sandbox, logging progress to Log.
 type Runner struct {
@@ -258,8 +264,18 @@ func (r *Runner) spikeRun(ctx context.Context, sp *SpikePlan, c Configuration, o
 		return nil, err
 	}
 	r.logf(">> spike, %s: %g req/s offered to %s", c.Name, offered, sp.Route)
+	health := make(chan error, 1)
+	go func() {
+		var err error
+		run.Health, err = r.Box.LoadOn(ctx, sp.Layout.LoadCPUs, "/healthz", sp.Duration+sp.Timeout, "-c", "4",
+			"-d", sp.Duration.String(), "-timeout", sp.Timeout.String(), "-rate", fmt.Sprint(healthProbe))
+		health <- err
+	}()
 	run.Result, err = r.Box.LoadOn(ctx, sp.Layout.LoadCPUs, sp.Route, sp.Duration+sp.Timeout, "-c", fmt.Sprint(sp.Concurrency),
 		"-d", sp.Duration.String(), "-timeout", sp.Timeout.String(), "-rate", fmt.Sprint(offered))
+	if herr := <-health; err == nil && herr != nil {
+		err = fmt.Errorf("health probe: %w", herr)
+	}
 	if err != nil {
 		return nil, err
 	}

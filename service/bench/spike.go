@@ -16,6 +16,8 @@ func writeSpikeMethod(p *printer, res *Results) {
 	p.printf("  intended send time, so time spent waiting for one of the %d connections counts too.\n", sp.Concurrency)
 	p.printf("- Unloaded p99: the same route at %g req/s (`-c 8`, %s) just before, under \"%s\".\n", s.Unloaded.Rate, sp.Duration, sp.On.Name)
 	p.printf("- Time to reject: latency of the non-2xx responses (`non_2xx_latency` of the generator).\n")
+	p.printf("- Health probe: a second generator sends `/healthz` at %d req/s (`-c 4`) during each spike, from the same CPU:\n", healthProbe)
+	p.printf("  what a load balancer's health check sees, and the floor for a request that does no work.\n")
 	p.printf("- **Result cache: OFF** in both runs. Configurations:\n")
 	for _, run := range s.Runs {
 		p.printf("  - %s: `%s` — %s\n", run.Config.Name, strings.ReplaceAll(strings.TrimSpace(run.Config.Env), "\n", "` `"), run.Config.Note)
@@ -60,6 +62,13 @@ func WriteSpike(w io.Writer, res *Results) {
 			return "none rejected"
 		}
 		return Millis(n.P50) + " / " + Millis(n.P99) + " / " + Millis(n.Max)
+	})
+	row("`/healthz` during the spike: p50 / p99 / max (non-2xx, errors)", func(r SpikeRun) string {
+		if r.Health == nil {
+			return "–"
+		}
+		l := r.Health.Latency
+		return fmt.Sprintf("%s / %s / %s (%d, %s)", Millis(l.P50), Millis(l.P99), Millis(l.Max), r.Health.Responses-r.Health.OK, Errors(r.Health))
 	})
 	row("GOMAXPROCS per worker (`/metrics`)", func(r SpikeRun) string { return gomaxprocs(r.GOMAXPROCS) })
 	row("worker restarts (NRestarts, PID changes)", func(r SpikeRun) string { return restarts(r.Before, r.After) })
