@@ -226,7 +226,7 @@ func sample() *Results {
 		res.Configs = append(res.Configs, cr)
 	}
 	spike := run(20, nil, 40*time.Millisecond)
-	spike.Non2xxLatency = loadgen.Latency{P50: time.Millisecond, P99: 2 * time.Millisecond, Max: 3 * time.Millisecond}
+	spike.Non2xxLatency = loadgen.Latency{P50: time.Millisecond, P90: 1500 * time.Microsecond, P99: 2 * time.Millisecond, Max: 3 * time.Millisecond}
 	before := []Worker{{Unit: "clusterapp-worker@1.service", PID: 10}}
 	res.Spike = &SpikeResult{Sustainable: 190, Offered: 1900, Unloaded: run(10, nil, 20*time.Millisecond), Runs: []SpikeRun{
 		{Config: on, Result: spike, Before: before, After: before, GOMAXPROCS: map[string]int{"1": 2}, Health: run(95, nil, 2*time.Millisecond)},
@@ -255,10 +255,10 @@ func TestWriteMarkdown(t *testing.T) {
 		"| `/` | 50 | 1 worker | 5.00 ms | 10.0 ms | 10.0 ms | 1.00× | 5 | 0 |",
 		"| 1 process | @1 16.0 MiB (20.0 MiB) | 16.0 MiB | 1.00× |",
 		"| admitted p99 × unloaded p99 (20.0 ms) | 2.00× | 20.00× |",
-		"| time to reject p50 / p99 / max | 1.00 ms / 2.00 ms / 3.00 ms | – / – / – |",
+		"| time to reject p50 / p90 / p99 / max | 1.00 ms / 1.50 ms / 2.00 ms / 3.00 ms | – / – / – / – |",
 		"| worker restarts (NRestarts, PID changes) | 0 | 1 (@1 pid 10→11) |",
 		"| GOMAXPROCS per worker (`/metrics`) | 1: 2 | ? |",
-		"| `/healthz` during the spike: p50 / p99 / max (non-2xx, errors) | 1.00 ms / 2.00 ms / – (5, 0) | – |",
+		"| `/healthz` during the spike: p50 / p90 / p99 / max (non-2xx, errors) | 1.00 ms / – / 2.00 ms / – (5, 0) | – |",
 		"the pool, 1 worker(s), on CPU 0 (a `CPUAffinity=0` drop-in); the generator on CPU 1 (`taskset -c 1`)",
 		"| worker 2 frozen (SIGSTOP) | 155 | 150 | 5 | 0 | 1.00 ms | 1: 150, 2: 0 | 0.75× | 0 |",
 		"| worker 2 crash-looping | 185 | 180 | 5 | 0 | 1.00 ms | 1: 180, 2: 0 | 0.90× | 12 |",

@@ -56,19 +56,19 @@ func WriteSpike(w io.Writer, res *Results) {
 	row(fmt.Sprintf("admitted p99 × unloaded p99 (%s)", Millis(unloadedP99)), func(r SpikeRun) string {
 		return Ratio(float64(r.Result.Latency.P99), float64(unloadedP99))
 	})
-	row("time to reject p50 / p99 / max", func(r SpikeRun) string {
+	row("time to reject p50 / p90 / p99 / max", func(r SpikeRun) string {
 		n := r.Result.Non2xxLatency
 		if r.Result.Responses == r.Result.OK {
 			return "none rejected"
 		}
-		return Millis(n.P50) + " / " + Millis(n.P99) + " / " + Millis(n.Max)
+		return Millis(n.P50) + " / " + Millis(n.P90) + " / " + Millis(n.P99) + " / " + Millis(n.Max)
 	})
-	row("`/healthz` during the spike: p50 / p99 / max (non-2xx, errors)", func(r SpikeRun) string {
+	row("`/healthz` during the spike: p50 / p90 / p99 / max (non-2xx, errors)", func(r SpikeRun) string {
 		if r.Health == nil {
 			return "–"
 		}
 		l := r.Health.Latency
-		return fmt.Sprintf("%s / %s / %s (%d, %s)", Millis(l.P50), Millis(l.P99), Millis(l.Max), r.Health.Responses-r.Health.OK, Errors(r.Health))
+		return fmt.Sprintf("%s / %s / %s / %s (%d, %s)", Millis(l.P50), Millis(l.P90), Millis(l.P99), Millis(l.Max), r.Health.Responses-r.Health.OK, Errors(r.Health))
 	})
 	row("GOMAXPROCS per worker (`/metrics`)", func(r SpikeRun) string { return gomaxprocs(r.GOMAXPROCS) })
 	row("worker restarts (NRestarts, PID changes)", func(r SpikeRun) string { return restarts(r.Before, r.After) })
