@@ -47,3 +47,37 @@ func TestBalanceFrozenWorkerBlackHolesNothing(t *testing.T) {
 		t.Fatalf("with worker 2 frozen: ok %d by %v, errors %v", res.OK, res.ByHeader, res.ErrorSamples)
 	}
 }
+
+// A worker that restarts finds every keep-alive client on the others, and
+// on a slow route the request bound (1000) takes minutes to hand them back.
+// The time bound ends each connection at its first response after it has
+// been open CLUSTERAPP_KEEPALIVE_TIME, so the clients reconnect and the
+// accept gate gives the restarted worker its share. Without either bound,
+// the restarted worker gets nothing for as long as the clients stay.
+func TestKeepAliveTimeHandsClientsBackToARestartedWorker(t *testing.T) {
+	for _, tc := range []struct {
+		name, keepAliveTime string
+		bounded             bool
+	}{{"no bound", "0", false}, {"1s bound", "1s", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=2\nCLUSTERAPP_KEEPALIVE_REQUESTS=0\nCLUSTERAPP_KEEPALIVE_TIME=" + tc.keepAliveTime + "\n"})
+			b.Start(2)
+			b.Must("systemctl", "stop", "clusterapp-worker@2.service")
+			wait := b.LoadAsync("/fib?n=20", "-c", "16", "-d", "5s")
+			time.Sleep(time.Second) // every client is on worker 1 now
+			b.Must("systemctl", "start", "clusterapp-worker@2.service")
+			res := wait()
+			if res.Errors() != 0 || res.OK == 0 {
+				t.Fatalf("%d ok, errors: %v", res.OK, res.ErrorSamples)
+			}
+			share := float64(res.ByHeader["2"]) / float64(res.OK)
+			t.Logf("keep-alive time %s: by worker %v, worker 2 served %.0f%%", tc.keepAliveTime, res.ByHeader, share*100)
+			switch {
+			case tc.bounded && share < 0.15:
+				t.Fatalf("worker 2 served %.0f%% of the requests after its restart, want at least 15%%: %v", share*100, res.ByHeader)
+			case !tc.bounded && res.ByHeader["2"] != 0:
+				t.Fatalf("without a bound worker 2 still served %d requests: the test no longer shows what the bound is for", res.ByHeader["2"])
+			}
+		})
+	}
+}

@@ -125,6 +125,7 @@ func newWorker(cfg config.Config, instance string, log *logrus.Entry, prot prote
 		MaxHeaderBytes: int(cfg.MaxHeaderBytes), ShutdownTimeout: cfg.ShutdownTimeout,
 		DrainIdleGrace: cfg.DrainIdleGrace, MaxRequests: cfg.MaxRequests,
 		MaxRequestsJitter: cfg.MaxRequestsJitter, KeepAliveRequests: cfg.KeepAliveRequests,
+		KeepAliveTime: cfg.KeepAliveTime,
 		ConnObservers: []server.ConnObserver{m}, Log: log,
 	}
 	if bal != nil {

@@ -87,8 +87,8 @@ func DefaultConfigurations(cpus int) []Configuration {
 		},
 		{
 			Name: "N workers, no balance",
-			Env:  nWorkers + "CLUSTERAPP_BALANCE=false\nCLUSTERAPP_KEEPALIVE_REQUESTS=0\n",
-			Note: "as N workers, with the accept gate off and unlimited keep-alive: whoever accepts first keeps the connection",
+			Env:  nWorkers + "CLUSTERAPP_BALANCE=false\nCLUSTERAPP_KEEPALIVE_REQUESTS=0\nCLUSTERAPP_KEEPALIVE_TIME=0\n",
+			Note: "as N workers, with the accept gate off and unlimited keep-alive (no request or time bound): whoever accepts first keeps the connection",
 		},
 		{
 			Name: BaselineName,

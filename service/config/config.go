@@ -59,6 +59,7 @@ type Config struct {
 	Balance           bool          `envconfig:"BALANCE" default:"true" desc:"spread connections evenly: a worker holding more connections than the least-loaded live worker leaves the next accept to it (least-connections, no master)"`
 	BalanceMaxDefer   time.Duration `envconfig:"BALANCE_MAX_DEFER" default:"20ms" desc:"longest a worker puts off one accept while balancing; bounds the delay when the shared table is stale"`
 	KeepAliveRequests int           `envconfig:"KEEPALIVE_REQUESTS" default:"1000" desc:"close a keep-alive connection after this many requests so clients are redistributed over the workers (nginx's keepalive_requests); 0 = unlimited"`
+	KeepAliveTime     time.Duration `envconfig:"KEEPALIVE_TIME" default:"30s" desc:"close a keep-alive connection at its first response after it has been open this long, so a restarted worker gets its clients back even on slow routes (nginx's keepalive_time); 0 = no limit"`
 
 	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"20s" desc:"how long a draining worker waits for its connections to finish before closing them (keep it below the unit's TimeoutStopSec=)"`
 	DrainIdleGrace  time.Duration `envconfig:"DRAIN_IDLE_GRACE" default:"1s" desc:"while draining, a keep-alive connection idle this long is closed instead of waited for"`

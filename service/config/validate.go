@@ -53,6 +53,7 @@ func (c Config) validate(skip map[string]bool) []Problem {
 	check("CACHE_MAX_AGE", formatDuration(c.CacheMaxAge), c.CacheMaxAge >= 0, "a duration of 0 or more, such as 1m")
 	check("BALANCE_MAX_DEFER", formatDuration(c.BalanceMaxDefer), c.BalanceMaxDefer >= 0 && c.BalanceMaxDefer <= time.Second, "a duration from 0 to 1s, such as 20ms")
 	check("KEEPALIVE_REQUESTS", itoa(c.KeepAliveRequests), c.KeepAliveRequests >= 0, "a whole number, 0 (unlimited) or more")
+	check("KEEPALIVE_TIME", formatDuration(c.KeepAliveTime), c.KeepAliveTime >= 0, "a duration of 0 (no limit) or more, such as 30s")
 	check("SHUTDOWN_TIMEOUT", c.ShutdownTimeout.String(), c.ShutdownTimeout > 0, "a positive duration such as 20s")
 	check("MAX_REQUESTS", itoa(c.MaxRequests), c.MaxRequests >= 0, "a whole number, 0 or more (0 disables recycling)")
 	check("MAX_REQUESTS_JITTER", itoa(c.MaxRequestsJitter), c.MaxRequestsJitter >= 0, "a whole number, 0 or more")

@@ -38,7 +38,14 @@ type Options struct {
 	// after this many requests, so long-lived clients are redistributed
 	// over the workers, like nginx's keepalive_requests; 0 = unlimited.
 	KeepAliveRequests int
-	Log               *logrus.Entry
+	// KeepAliveTime ends a keep-alive connection at its first response
+	// after it has been open this long, like nginx's keepalive_time: a
+	// restarted worker gets its share back within it even on slow routes,
+	// where KeepAliveRequests takes minutes; 0 = no limit.
+	KeepAliveTime time.Duration
+	// Now is the clock for KeepAliveTime; default time.Now.
+	Now func() time.Time
+	Log *logrus.Entry
 }
 
 // ConnObserver is told when client connections open and close.
@@ -85,6 +92,9 @@ type connInfo struct {
 
 // New wraps handler. The server does not serve until Serve.
 func New(opts Options, handler http.Handler) *Server {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	s := &Server{opts: opts, conns: map[net.Conn]connInfo{}, recycle: make(chan struct{})}
 	if opts.MaxRequests > 0 {
 		s.limit = uint64(opts.MaxRequests) + uint64(rand.IntN(opts.MaxRequestsJitter+1))
@@ -100,7 +110,7 @@ func New(opts Options, handler http.Handler) *Server {
 		ConnState:         s.connState,
 		ErrorLog:          newErrorLog(opts.Log),
 		ConnContext: func(ctx context.Context, _ net.Conn) context.Context {
-			return context.WithValue(ctx, connRequestsKey{}, new(atomic.Int64))
+			return context.WithValue(ctx, connStatsKey{}, &connStats{opened: s.opts.Now()})
 		},
 	}
 	return s
@@ -178,17 +188,23 @@ func (s *Server) track(next http.Handler) http.Handler {
 			})
 		}
 		last := false
-		if k := s.opts.KeepAliveRequests; k > 0 {
-			if n, ok := r.Context().Value(connRequestsKey{}).(*atomic.Int64); ok && n.Add(1) >= int64(k) {
-				last = true
-			}
+		if st, ok := r.Context().Value(connStatsKey{}).(*connStats); ok {
+			n := st.requests.Add(1)
+			k, t := s.opts.KeepAliveRequests, s.opts.KeepAliveTime
+			last = (k > 0 && n >= int64(k)) || (t > 0 && s.opts.Now().Sub(st.opened) >= t)
 		}
 		next.ServeHTTP(&closingWriter{ResponseWriter: w, draining: &s.draining, last: last}, r)
 	})
 }
 
-// connRequestsKey holds a connection's request counter in its context.
-type connRequestsKey struct{}
+// connStatsKey holds a connection's *connStats in its context.
+type connStatsKey struct{}
+
+// connStats is what the keep-alive bounds need to know about a connection.
+type connStats struct {
+	requests atomic.Int64
+	opened   time.Time
+}
 
 // closingWriter adds Connection: close when the header is written during a
 // drain, so requests that began before the drain also end their connection,

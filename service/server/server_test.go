@@ -362,3 +362,32 @@ func TestReuseObserverSeesKeepAliveAndOneShotConnections(t *testing.T) {
 		t.Fatalf("after a one-request connection: events %v, want [true false]", got)
 	}
 }
+
+// A keep-alive connection open longer than KeepAliveTime ends at its next
+// response, however few requests it carried.
+func TestKeepAliveTimeBound(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	_, addr := newServer(t, func(o *Options) { o.KeepAliveTime = time.Minute; o.Now = clock }, nil)
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	for i, advance := range []time.Duration{0, 59 * time.Second, time.Second} {
+		mu.Lock()
+		now = now.Add(advance)
+		mu.Unlock()
+		io.WriteString(conn, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d: %v", i+1, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		if want := i == 2; resp.Close != want {
+			t.Fatalf("request %d, connection open %v: Connection: close = %v, want %v", i+1, now.Sub(time.Unix(1000, 0)), resp.Close, want)
+		}
+	}
+}
