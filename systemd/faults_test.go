@@ -123,6 +123,11 @@ func TestCrashLoopingWorkerDoesNotHurtThePool(t *testing.T) {
 	if n, _ := strconv.Atoi(b.Show("clusterapp-worker@2.service", "NRestarts")); n < 5 {
 		t.Fatalf("worker 2 NRestarts %d", n)
 	}
+	// Its restarts slow down (package crashloop), and systemctl status says
+	// why while it waits (not in the 250 ms between an exit and a restart).
+	b.Eventually(10*time.Second, "worker 2's status says why it waits", func() bool {
+		return strings.Contains(b.Show("clusterapp-worker@2.service", "StatusText"), "bad configuration, failure")
+	})
 	journal := b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-u", "clusterapp-worker@2.service")
 	if !strings.Contains(journal, `CLUSTERAPP_FIB_MAX_N="bogus" is invalid: expected a whole number`) {
 		t.Fatalf("journal of the crash-looping worker lacks the reason:\n%s", journal)

@@ -7,7 +7,9 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
+	"github.com/clusterapp/clusterapp/service/crashloop"
 	"io"
 	"net"
 	"net/http"
@@ -418,5 +420,47 @@ func TestGOMAXPROCSAboveAdmissionSlots(t *testing.T) {
 	}
 	if !strings.Contains(w.stderr.String(), "GOMAXPROCS is not above CLUSTERAPP_MAX_IN_FLIGHT") {
 		t.Fatalf("no warning for GOMAXPROCS=1 with 1 slot; stderr:\n%s", w.stderr)
+	}
+}
+
+// Under systemd (a RuntimeDirectory), a worker with a bad configuration waits
+// longer at each failure in a row before exiting 78, and says so in STATUS=;
+// SIGTERM ends the wait; once a worker is ready, the count starts again.
+func TestBadConfigRestartsSlowDown(t *testing.T) {
+	dir := t.TempDir()
+	count := filepath.Join(dir, "config-failures.7")
+	bad := []string{"CLUSTERAPP_INSTANCE=7", "RUNTIME_DIRECTORY=" + dir, "CLUSTERAPP_FIB_MAX_N=bogus"}
+	for i := 1; i <= 3; i++ {
+		n := newNotifySocket(t)
+		w := startWorker(t, nil, n, bad...)
+		if code := w.wait(t, 10*time.Second); code != exitConfig {
+			t.Fatalf("failure %d: exit %d, want %d", i, code, exitConfig)
+		}
+		want := fmt.Sprintf("STATUS=bad configuration, failure %d in a row; exiting in %s", i, crashloop.Delay(i))
+		n.waitFor(t, want, time.Second)
+		if _, err := os.ReadFile(count); err != nil {
+			t.Fatalf("failure %d not counted: %v", i, err)
+		}
+	}
+
+	// Far into a loop the wait is 30s; a stop must not wait for it.
+	if err := os.WriteFile(count, []byte("20\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n := newNotifySocket(t)
+	w := startWorker(t, nil, n, bad...)
+	n.waitFor(t, "exiting in 30s", 10*time.Second)
+	w.signal(t, syscall.SIGTERM)
+	if code := w.wait(t, 5*time.Second); code != exitConfig {
+		t.Fatalf("stopped during the wait: exit %d, want %d", code, exitConfig)
+	}
+
+	sock, n := newSharedSocket(t), newNotifySocket(t)
+	w = startWorker(t, &sock, n, "CLUSTERAPP_INSTANCE=7", "RUNTIME_DIRECTORY="+dir)
+	n.waitFor(t, "READY=1", 10*time.Second)
+	w.signal(t, syscall.SIGTERM)
+	w.wait(t, 10*time.Second)
+	if _, err := os.Stat(count); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a ready worker left its failure count: %v", err)
 	}
 }

@@ -41,6 +41,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	cfg, err := config.Load()
 	if err != nil {
+		slowCrashLoop(ctx, err, stderr)
 		return configError{err}
 	}
 	instance := cfg.Instance
@@ -155,6 +156,11 @@ func (w *worker) run(ctx context.Context, listeners []net.Listener, source liste
 	}
 	w.startWatchdog(ctx)
 	_ = w.notifier.Ready(w.status()) // failures are logged by the notifier
+	if counter, ok := configFailures(); ok {
+		if err := counter.Reset(); err != nil {
+			w.log.WithError(err).Warn("configuration failures not cleared")
+		}
+	}
 	go w.reportStatus(ctx)
 	w.log.WithFields(logrus.Fields{
 		"addresses": addrs(listeners), "source": source, "pid": os.Getpid(), "version": version,

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/clusterapp/clusterapp/service/crashloop"
+	"github.com/clusterapp/clusterapp/service/notify"
+	"github.com/sirupsen/logrus"
+)
+
+// configFailures is this worker's count of configuration failures in a row,
+// when it runs under systemd with a RuntimeDirectory (package crashloop).
+func configFailures() (crashloop.Counter, bool) {
+	dir := os.Getenv("RUNTIME_DIRECTORY")
+	if dir == "" {
+		return crashloop.Counter{}, false
+	}
+	return crashloop.New(dir, os.Getenv("CLUSTERAPP_INSTANCE")), true
+}
+
+// slowCrashLoop waits before a worker with a bad configuration exits, longer
+// at each failure in a row, and says why in STATUS=. SIGTERM or SIGINT end
+// the wait.
+func slowCrashLoop(ctx context.Context, cause error, stderr io.Writer) {
+	counter, ok := configFailures()
+	if !ok {
+		return
+	}
+	log := logrus.New()
+	log.SetOutput(stderr)
+	n, err := counter.Fail()
+	if err != nil {
+		log.WithError(err).Warn("configuration failures not counted")
+	}
+	wait := crashloop.Delay(n)
+	_ = notify.New(logrus.NewEntry(log)).Status(fmt.Sprintf("bad configuration, failure %d in a row; exiting in %s, then systemd restarts the worker: %v", n, wait, cause))
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigc)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-sigc:
+	case <-ctx.Done():
+	}
+}
