@@ -11,6 +11,10 @@ package admission
 // P more than the slots, the serving path always has a P of its own; the
 // kernel then shares the CPUs between the threads, and preempts the
 // computation within its scheduling slice instead.
+//
+// Setting GOMAXPROCS also stops Go from following later changes of the CPU
+// quota (systemctl set-property CPUQuota=); a worker picks those up at its
+// next restart, as it does every other setting.
 
 // ServingProcs returns the GOMAXPROCS a worker with maxInFlight admission
 // slots should run with, and whether to change it. When Go chose the value
