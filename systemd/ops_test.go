@@ -97,7 +97,11 @@ func TestOpsReloadUnderKeepAliveLoad(t *testing.T) {
 	for _, u := range units {
 		old[u] = b.MainPID(u)
 	}
-	wait := b.LoadAsync("/fib?n=15", "-c", "32", "-d", "6s")
+	// A fixed rate one worker carries with room to spare: during a rolling
+	// restart one worker serves everything, and a closed loop saturating it
+	// makes admission control turn requests away with 503 by design (seen:
+	// 16 of 297k), which is overload, not what this test is about.
+	wait := b.LoadAsync("/fib?n=15", "-c", "32", "-rate", "5000", "-d", "6s")
 	time.Sleep(1500 * time.Millisecond)
 	start := time.Now()
 	out := b.Must("clusterapp", "reload")
@@ -108,10 +112,10 @@ func TestOpsReloadUnderKeepAliveLoad(t *testing.T) {
 			t.Errorf("%s not restarted: pid %d -> %d", u, old[u], pid)
 		}
 	}
-	t.Logf("clusterapp reload of 2 workers under keep-alive load (-c 32) took %v:\n%s", took.Round(time.Millisecond), out)
+	t.Logf("clusterapp reload of 2 workers under keep-alive load (-c 32 -rate 5000) took %v:\n%s", took.Round(time.Millisecond), out)
 	t.Logf("load: %d requests, %d failed, %.0f req/s, p99 %v, max %v", res.Requests, res.Errors(), res.Throughput, res.Latency.P99, res.Latency.Max)
 	if res.Errors() != 0 || res.OK != res.Requests {
-		t.Fatalf("%d of %d requests failed during the reload: %v", res.Errors(), res.Requests, res.ErrorSamples)
+		t.Fatalf("%d of %d requests failed during the reload (status %v): %v", res.Requests-res.OK, res.Requests, res.StatusCodes, res.ErrorSamples)
 	}
 }
 

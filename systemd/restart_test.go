@@ -13,7 +13,11 @@ import (
 func TestRestartOneWorkerUnderKeepAliveLoad(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=2\n"})
 	b.Start(2)
-	wait := b.LoadAsync("/fib?n=15", "-c", "32", "-d", "5s")
+	// A fixed rate one worker carries with room to spare: during a rolling
+	// restart one worker serves everything, and a closed loop saturating it
+	// makes admission control turn requests away with 503 by design (seen:
+	// 16 of 297k), which is overload, not what this test is about.
+	wait := b.LoadAsync("/fib?n=15", "-c", "32", "-rate", "5000", "-d", "5s")
 	time.Sleep(time.Second)
 	for _, unit := range b.WorkerUnits(2) {
 		old := b.MainPID(unit)
@@ -26,7 +30,7 @@ func TestRestartOneWorkerUnderKeepAliveLoad(t *testing.T) {
 	res := wait()
 	t.Logf("restarting each worker in turn: %d requests, %d failed, p99 %v, max %v", res.Requests, res.Errors(), res.Latency.P99, res.Latency.Max)
 	if res.Errors() != 0 || res.OK != res.Requests {
-		t.Fatalf("%d of %d requests failed across the restarts: %v", res.Errors(), res.Requests, res.ErrorSamples)
+		t.Fatalf("%d of %d requests failed across the restarts (status %v): %v", res.Requests-res.OK, res.Requests, res.StatusCodes, res.ErrorSamples)
 	}
 }
 
