@@ -464,3 +464,19 @@ func TestBadConfigRestartsSlowDown(t *testing.T) {
 		t.Fatalf("a ready worker left its failure count: %v", err)
 	}
 }
+
+// A balancing worker shows its accept gate in /metrics: whether it is on,
+// and how many accepts it put off and for how long.
+func TestBalanceGateInMetrics(t *testing.T) {
+	sock, n := newSharedSocket(t), newNotifySocket(t)
+	w := startWorker(t, &sock, n, "CLUSTERAPP_INSTANCE=1", "RUNTIME_DIRECTORY="+t.TempDir())
+	n.waitFor(t, "READY=1", 10*time.Second)
+	_, metrics := get(t, "http://"+sock.addr+"/metrics")
+	for _, want := range []string{"clusterapp_balance_gate_open 1\n", "clusterapp_balance_accept_deferred_seconds_count 0\n"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", strings.TrimSpace(want))
+		}
+	}
+	w.signal(t, syscall.SIGTERM)
+	w.wait(t, 10*time.Second)
+}

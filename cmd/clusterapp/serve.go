@@ -131,7 +131,8 @@ func newWorker(cfg config.Config, instance string, log *logrus.Entry, prot prote
 	}
 	if bal != nil {
 		sopts.ConnObservers = append(sopts.ConnObservers, bal)
-		sopts.WrapListener = bal.Listener
+		sopts.WrapListener = func(l net.Listener) net.Listener { return bal.Listener(l, m) }
+		m.WatchBalanceGate(bal.Gating)
 	}
 	w.srv = server.New(sopts, a.Handler())
 	return w

@@ -192,19 +192,37 @@ func (b *Balancer) ShouldDefer() bool {
 	return false
 }
 
+// Observer learns how long accepts were put off (the metrics package
+// implements it).
+type Observer interface {
+	AcceptDeferred(d time.Duration)
+}
+
 // Listener wraps l so each Accept first yields to less-loaded workers, for
-// at most MaxDefer.
-func (b *Balancer) Listener(l net.Listener) net.Listener { return &listener{Listener: l, b: b} }
+// at most MaxDefer; obs, if not nil, is told of every deferred accept.
+func (b *Balancer) Listener(l net.Listener, obs Observer) net.Listener {
+	return &listener{Listener: l, b: b, obs: obs}
+}
 
 type listener struct {
 	net.Listener
-	b *Balancer
+	b   *Balancer
+	obs Observer
 }
 
 func (l *listener) Accept() (net.Conn, error) {
-	deadline := time.Now().Add(l.b.opts.MaxDefer)
-	for l.b.ShouldDefer() && time.Now().Before(deadline) {
-		time.Sleep(l.b.opts.Poll)
+	if l.b.ShouldDefer() {
+		start := time.Now()
+		deadline := start.Add(l.b.opts.MaxDefer)
+		for time.Now().Before(deadline) {
+			time.Sleep(l.b.opts.Poll)
+			if !l.b.ShouldDefer() {
+				break
+			}
+		}
+		if l.obs != nil {
+			l.obs.AcceptDeferred(time.Since(start))
+		}
 	}
 	return l.Listener.Accept()
 }

@@ -68,7 +68,8 @@ func TestAcceptIsDeferredAtMostMaxDefer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	gated := w[0].Listener(l)
+	deferred := &deferrals{}
+	gated := w[0].Listener(l, deferred)
 	go func() {
 		if c, err := net.Dial("tcp", l.Addr().String()); err == nil {
 			defer c.Close()
@@ -80,7 +81,29 @@ func TestAcceptIsDeferredAtMostMaxDefer(t *testing.T) {
 		t.Fatal(err)
 	}
 	conn.Close()
+	if deferred.n != 1 {
+		t.Fatalf("%d deferred accepts reported, want 1", deferred.n)
+	}
+	// The least-loaded worker accepts at once, and reports nothing.
+	other := w[1].Listener(l, deferred)
+	go func() {
+		if c, err := net.Dial("tcp", l.Addr().String()); err == nil {
+			defer c.Close()
+			time.Sleep(5 * time.Second)
+		}
+	}()
+	if conn, err = other.Accept(); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	if deferred.n != 1 {
+		t.Fatalf("the least-loaded worker reported a deferral: %d", deferred.n)
+	}
 }
+
+type deferrals struct{ n int }
+
+func (d *deferrals) AcceptDeferred(time.Duration) { d.n++ }
 
 // Clients opening a connection per request turn the gate off (deferring
 // would only cost: the kernel spreads such connections as they come); the

@@ -31,6 +31,7 @@ type Metrics struct {
 	connsOpen prometheus.Gauge
 	accepted  prometheus.Counter
 	prot      protection
+	deferred  prometheus.Histogram
 }
 
 // New registers the worker's metrics, the Go runtime and process collectors,
@@ -60,6 +61,7 @@ func New(instance, version string, start time.Time) *Metrics {
 		})).(prometheus.Counter),
 	}
 	m.prot = newProtection(reg)
+	m.deferred = newBalanceMetrics(reg)
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "clusterapp_worker_info", Help: "Always 1; labels name the worker instance and version.",
 		ConstLabels: prometheus.Labels{"instance": instance, "version": version},
