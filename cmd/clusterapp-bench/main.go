@@ -1,10 +1,11 @@
 // Command clusterapp-bench is `make bench`: it boots the suite in a sandbox
 // box (scripts/sandbox, a real systemd in private namespaces), measures 1
-// worker, N workers and one process with GOMAXPROCS=N on /, /fib?n=30 and
-// /slow, then the spike scenario of /fib?n=30 with admission control on
-// and off, and writes docs/benchmarks.md and docs/benchmarks.svg. All load
-// goes to the box's own 127.0.0.1, from the project's generator run inside
-// the box; every run is bounded.
+// worker, N workers and one process with GOMAXPROCS=N on /, /fib?n=25,
+// /fib?n=30 and /slow, then the spike scenario of /fib?n=30 with admission
+// control on and off (the generator on a CPU of its own), then the pool with
+// a frozen and a crash-looping worker, and writes docs/benchmarks.md and
+// docs/benchmarks.svg. All load goes to the box's own 127.0.0.1, from the
+// project's generator run inside the box; every run is bounded.
 //
 //	clusterapp-bench [-repo .] [-box bench] [-cell 4s] [-out docs]
 //

@@ -10,6 +10,13 @@
 // each configuration is measured on fresh processes. Comparing a new knob
 // (say a balancing mode) is one more line in DefaultConfigurations.
 //
+// Three scenarios follow one another: the configurations (closed-loop
+// throughput, repeated and reported as medians, fixed-rate latency, share,
+// memory); the spike (SpikePlan: a CPU route at 10x its sustainable rate,
+// protection on and off, with the generator on a CPU of its own,
+// SpikeLayout); and the faults (FaultPlan: the pool under new-connection
+// load with one worker frozen, then crash-looping).
+//
 // Every number in the report is also given as a ratio against a baseline
 // measured in the same run (N workers against 1 worker, against one process
 // with GOMAXPROCS=N; admitted p99 under a spike against the unloaded p99),
