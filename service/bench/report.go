@@ -82,7 +82,7 @@ func writeMethod(p *printer, res *Results) {
 	}
 	p.printf("\n- **Result cache: OFF** (`CLUSTERAPP_CACHE_ENTRIES=0`) and per-client rate limit off in every run,\n")
 	p.printf("  so `/fib` is computed every time. Admission control keeps its shipped defaults in the throughput\n")
-	p.printf("  runs (GOMAXPROCS requests in flight per worker, 250ms wait, then 503): throughput counts 2xx only.\n")
+	p.printf("  runs (the unit generator gives each worker CPUs/workers requests in flight, at least 1; 250ms wait,\n  then 503): throughput counts 2xx only.\n")
 	p.printf("- Closed loop: `clusterapp-load -c %d -keepalive -d %s` per route and configuration; req/s = 2xx responses / elapsed.\n", plan.Concurrency, plan.Cell)
 	if plan.Repeats > 1 {
 		p.printf("  It runs %d times per route and configuration, one after the other: the tables and the chart give the median\n", plan.Repeats)
