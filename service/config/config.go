@@ -47,10 +47,13 @@ type Config struct {
 	MaxInFlight   int           `envconfig:"MAX_IN_FLIGHT" default:"0" desc:"requests a worker runs at once (admission control); 0 means GOMAXPROCS; under systemd the generator sets CPUs/workers (at least 1), one request per CPU for the pool; health, readiness and metrics are never limited"`
 	AdmissionWait time.Duration `envconfig:"ADMISSION_WAIT" default:"250ms" desc:"how long a request may wait for a free slot before it is answered 503 with Retry-After"`
 
-	RateLimit      float64 `envconfig:"RATE_LIMIT" default:"0" desc:"requests per second each client may send to the whole service (all workers together); 0 disables"`
-	RateBurst      int     `envconfig:"RATE_BURST" default:"20" desc:"requests a client may send at once above RATE_LIMIT"`
-	RateLimitSlots int     `envconfig:"RATE_LIMIT_SLOTS" default:"65536" desc:"cells of the shared rate-limit table; clients hashed to one cell share a budget"`
-	TrustedProxies string  `envconfig:"TRUSTED_PROXIES" default:"" desc:"comma-separated addresses or CIDR prefixes of proxies whose X-Forwarded-For names the client (e.g. 127.0.0.1 for a local nginx)"`
+	RateLimit           float64           `envconfig:"RATE_LIMIT" default:"0" desc:"requests per second each client may send to the whole service (all workers together); 0 disables"`
+	RateBurst           int               `envconfig:"RATE_BURST" default:"20" desc:"requests a client may send at once above RATE_LIMIT"`
+	RateLimitSlots      int               `envconfig:"RATE_LIMIT_SLOTS" default:"65536" desc:"cells of the shared rate-limit table; clients hashed to one cell share a budget"`
+	RateLimitIPv4Prefix int               `envconfig:"RATE_LIMIT_IPV4_PREFIX" default:"32" desc:"IPv4 clients are limited per prefix of this length: 32 is one budget per address, 24 one per /24 (nginx users mask $binary_remote_addr the same way)"`
+	RateLimitIPv6Prefix int               `envconfig:"RATE_LIMIT_IPV6_PREFIX" default:"64" desc:"IPv6 clients are limited per prefix of this length: 64 (the default) is one budget per /64, the block one host usually holds, so rotating addresses inside it does not escape the limit"`
+	RateLimitFallback   RateLimitFallback `envconfig:"RATE_LIMIT_FALLBACK" default:"local" desc:"what a worker does while the shared rate-limit table in /run/clusterapp cannot be opened: local limits each worker on its own (the budget becomes up to N times RATE_LIMIT), closed answers the limited routes 503; both keep retrying the shared table"`
+	TrustedProxies      string            `envconfig:"TRUSTED_PROXIES" default:"" desc:"comma-separated addresses or CIDR prefixes of proxies whose X-Forwarded-For names the client (e.g. 127.0.0.1 for a local nginx)"`
 
 	CacheEntries int           `envconfig:"CACHE_ENTRIES" default:"0" desc:"result cache for /fib: most entries kept; 0 disables the cache (the default, so /fib stays an honest CPU workload)"`
 	CacheBytes   Size          `envconfig:"CACHE_BYTES" default:"16MiB" desc:"result cache: most bytes of keys and values kept"`

@@ -80,3 +80,24 @@ func (l *LogLevel) Decode(value string) error {
 
 // String returns the level's name.
 func (l LogLevel) String() string { return logrus.Level(l).String() }
+
+// RateLimitFallback is what a worker does while the shared rate-limit table
+// cannot be opened: RateLimitLocal or RateLimitClosed.
+type RateLimitFallback string
+
+const (
+	// RateLimitLocal limits each worker on a table of its own.
+	RateLimitLocal RateLimitFallback = "local"
+	// RateLimitClosed answers the limited routes 503.
+	RateLimitClosed RateLimitFallback = "closed"
+)
+
+// Decode implements envconfig.Decoder.
+func (f *RateLimitFallback) Decode(value string) error {
+	switch v := RateLimitFallback(value); v {
+	case RateLimitLocal, RateLimitClosed:
+		*f = v
+		return nil
+	}
+	return validationDetail{"local or closed"}
+}

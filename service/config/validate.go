@@ -48,6 +48,8 @@ func (c Config) validate(skip map[string]bool) []Problem {
 	check("RATE_LIMIT", strconv.FormatFloat(c.RateLimit, 'g', -1, 64), c.RateLimit >= 0 && c.RateLimit <= 1e6, "requests per second from 0 (off) to 1000000, such as 20 or 0.5")
 	check("RATE_BURST", itoa(c.RateBurst), c.RateBurst >= 1 && c.RateBurst <= 1e6, "a whole number from 1 to 1000000")
 	check("RATE_LIMIT_SLOTS", itoa(c.RateLimitSlots), c.RateLimitSlots >= 64 && c.RateLimitSlots <= 1<<24, "a whole number from 64 to 16777216")
+	check("RATE_LIMIT_IPV4_PREFIX", itoa(c.RateLimitIPv4Prefix), c.RateLimitIPv4Prefix >= 8 && c.RateLimitIPv4Prefix <= 32, "a prefix length from 8 to 32, such as 32 (one address) or 24")
+	check("RATE_LIMIT_IPV6_PREFIX", itoa(c.RateLimitIPv6Prefix), c.RateLimitIPv6Prefix >= 16 && c.RateLimitIPv6Prefix <= 128, "a prefix length from 16 to 128, such as 64 or 56")
 	check("TRUSTED_PROXIES", c.TrustedProxies, validPrefixes(c.TrustedProxies), "comma-separated addresses or CIDR prefixes, such as 127.0.0.1,10.0.0.0/8")
 	check("CACHE_ENTRIES", itoa(c.CacheEntries), c.CacheEntries >= 0, "a whole number, 0 (off) or more")
 	check("CACHE_MAX_AGE", formatDuration(c.CacheMaxAge), c.CacheMaxAge >= 0, "a duration of 0 or more, such as 1m")
