@@ -2,14 +2,30 @@
 // unit: READY=1 once the worker serves, STATUS= lines shown by `systemctl
 // status`, STOPPING=1 when it drains, WATCHDOG=1 pings.
 //
-// Outside systemd (no NOTIFY_SOCKET) every call is a no-op. The socket is
-// never unset (SdNotify's unsetEnvironment is always false): unsetting it
-// after READY would silence every later watchdog ping, and systemd would kill
-// a healthy worker.
+// Transport: one unixgram socket connected to $NOTIFY_SOCKET (a path, or an
+// abstract address starting with '@') is dialled when the Notifier is made
+// and reused for every message. daemon.SdNotify dials a new socket per
+// message instead, so a worker at its open-file limit (a client can hold
+// LimitNOFILE connections open) failed every WATCHDOG=1 with EMFILE and was
+// killed by the watchdog although it was healthy. A send that fails on the
+// connection (ECONNREFUSED once systemd's socket is gone or re-created) drops
+// it and dials once more.
+//
+// A connected socket is as good as a fresh one for NotifyAccess=main: systemd
+// sets SO_PASSCRED on its end, so the kernel attaches the sender's
+// credentials (SCM_CREDENTIALS: PID, UID, GID) to each datagram when it is
+// sent, not when the socket was connected. The socket is close-on-exec, so no
+// child process can speak for the worker with it.
+//
+// Outside systemd (no NOTIFY_SOCKET) every call is a no-op. The variable is
+// never unset (daemon.SdNotify(true, ...) would): a Notifier made later, such
+// as the crash-loop status line, reads it again.
 package notify
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -20,21 +36,48 @@ import (
 // Notifier sends notifications to systemd. The zero value is not usable; use New.
 type Notifier struct {
 	send     func(state string) (bool, error)
+	sock     *socket // nil without NOTIFY_SOCKET, or with NewWith
 	log      *logrus.Entry
 	mu       sync.Mutex
 	failing  bool   // the last send failed; the failure was logged once
 	lastStat string // the last STATUS= sent, to skip repeats
 }
 
-// New returns a Notifier that writes to $NOTIFY_SOCKET.
+// New returns a Notifier that writes to $NOTIFY_SOCKET, dialled now and
+// reused for every message; without NOTIFY_SOCKET every message is a no-op.
+// A dial that fails now is retried, and reported, by the first message.
+// Close releases the socket.
 func New(log *logrus.Entry) *Notifier {
-	return &Notifier{send: func(s string) (bool, error) { return daemon.SdNotify(false, s) }, log: log}
+	path := os.Getenv("NOTIFY_SOCKET")
+	if path == "" {
+		return &Notifier{send: func(string) (bool, error) { return false, nil }, log: log}
+	}
+	sock := newSocket(path, dialUnixgram)
+	send := func(state string) (bool, error) {
+		if err := sock.send([]byte(state)); err != nil {
+			return false, err
+		}
+		return true, nil
+	}
+	return &Notifier{send: send, sock: sock, log: log}
 }
 
 // NewWith returns a Notifier that hands every message to send, which must
 // behave like daemon.SdNotify: (false, nil) when there is no socket.
 func NewWith(send func(state string) (bool, error), log *logrus.Entry) *Notifier {
 	return &Notifier{send: send, log: log}
+}
+
+// Close releases the notify socket; messages sent after it return
+// ErrClosed. It is a no-op for a Notifier without a socket.
+func (n *Notifier) Close() error {
+	if n.sock == nil {
+		return nil
+	}
+	if err := n.sock.close(); err != nil {
+		return fmt.Errorf("close notify socket: %w", err)
+	}
+	return nil
 }
 
 // Ready tells systemd the worker is serving (READY=1) and sets its status.
@@ -65,9 +108,13 @@ func (n *Notifier) Watchdog() error {
 }
 
 // notify sends state; a failure is logged once until a send succeeds again,
-// so a broken socket does not fill the journal at every ping.
+// so a broken socket does not fill the journal at every ping. A message
+// after Close (a status tick racing the exit) is not logged.
 func (n *Notifier) notify(state string) error {
 	_, err := n.send(state)
+	if errors.Is(err, ErrClosed) {
+		return err
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if err != nil {
