@@ -78,6 +78,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	w := newWorker(cfg, instance, log, prot, bal)
+	defer func() { _ = w.notifier.Close() }() // the process exits next; nothing to report
 	return w.run(ctx, listeners, source, sigc)
 }
 
