@@ -12,6 +12,11 @@
 // A probe that never returns is not started again on the next tick: one
 // stuck probe is enough to stop pinging, and piling up goroutines behind the
 // same deadlock would only leak memory until systemd acts.
+//
+// A ping that fails after a passing probe is reported as what it is: the
+// worker is healthy but systemd did not hear it (the notify socket is
+// broken), which calls for a different fix than a wedged handler. Each kind
+// of failure is logged once per episode, and so is the recovery.
 package watchdog
 
 import (
@@ -29,6 +34,9 @@ var ErrProbeStuck = errors.New("watchdog: previous health probe has not returned
 
 // ErrProbeTimeout reports a probe that missed its deadline.
 var ErrProbeTimeout = errors.New("watchdog: health probe timed out")
+
+// ErrPing wraps a failed WATCHDOG=1 ping after a passing probe.
+var ErrPing = errors.New("watchdog: ping failed")
 
 // Clock is the time source, injected so tests drive ticks and deadlines.
 type Clock interface {
@@ -60,8 +68,17 @@ type Pinger struct {
 	Log   *logrus.Entry
 
 	probing atomic.Bool // a probe goroutine is running
-	failing bool        // the last tick failed; logged once per episode
+	state   outcome     // how the last tick ended; each change is logged once
 }
+
+// outcome is how a tick ended.
+type outcome int
+
+const (
+	pinged      outcome = iota // the probe passed and the ping was sent
+	probeFailed                // no ping: the worker cannot serve
+	pingFailed                 // the worker can serve, but the ping did not reach systemd
+)
 
 // Every returns the interval and probe deadline for a watchdog timeout:
 // a tick every third of the timeout, so one slow or failed probe is not yet
@@ -87,14 +104,19 @@ func (p *Pinger) Run(ctx context.Context) {
 }
 
 // Tick runs one probe and pings when it passes. It returns the probe's
-// error, or the ping's.
+// error, or the ping's wrapped in ErrPing.
 func (p *Pinger) Tick(ctx context.Context) error {
-	err := p.probe(ctx)
-	if err == nil {
-		err = p.Ping()
+	if err := p.probe(ctx); err != nil {
+		p.report(probeFailed, err)
+		return err
 	}
-	p.report(err)
-	return err
+	if err := p.Ping(); err != nil {
+		err = fmt.Errorf("%w: %w", ErrPing, err)
+		p.report(pingFailed, err)
+		return err
+	}
+	p.report(pinged, nil)
+	return nil
 }
 
 func (p *Pinger) probe(ctx context.Context) error {
@@ -120,14 +142,24 @@ func (p *Pinger) probe(ctx context.Context) error {
 	}
 }
 
-func (p *Pinger) report(err error) {
-	switch {
-	case err != nil && !p.failing:
-		p.Log.WithError(err).Error("health probe failed; withholding watchdog pings so systemd restarts this worker if it does not recover")
-	case err == nil && p.failing:
-		p.Log.Info("health probe passes again; watchdog pings resumed")
+// report logs a change of outcome; a repeat is not logged again.
+func (p *Pinger) report(o outcome, err error) {
+	if o == p.state {
+		return
 	}
-	p.failing = err != nil
+	switch o {
+	case probeFailed:
+		p.Log.WithError(err).Error("health probe failed; withholding watchdog pings so systemd restarts this worker if it does not recover")
+	case pingFailed:
+		p.Log.WithError(err).Error("watchdog ping failed although the health probe passes; systemd restarts this worker if pings keep failing")
+	case pinged:
+		if p.state == probeFailed {
+			p.Log.Info("health probe passes again; watchdog pings resumed")
+		} else {
+			p.Log.Info("watchdog pings reach systemd again")
+		}
+	}
+	p.state = o
 }
 
 func (p *Pinger) clock() Clock {

@@ -122,3 +122,41 @@ func TestEvery(t *testing.T) {
 		t.Fatalf("Every(3s) = %v, %v", i, d)
 	}
 }
+
+// A healthy worker whose ping does not reach systemd says so, once, and not
+// as a failed health probe; each change of outcome is logged once.
+func TestPingFailureReportedApartFromProbeFailure(t *testing.T) {
+	probeErr := error(nil)
+	p, _, _, hook := newPinger(func(context.Context) error { return probeErr })
+	sendErr := errors.New("write: no buffer space")
+	p.Ping = func() error { return sendErr }
+	for range 3 {
+		err := p.Tick(context.Background())
+		if !errors.Is(err, ErrPing) || !errors.Is(err, sendErr) {
+			t.Fatalf("tick with a failing ping: %v, want ErrPing wrapping the send error", err)
+		}
+	}
+	sendErr = nil
+	p.Ping = func() error { return nil }
+	p.Tick(context.Background())
+	probeErr = errors.New("503")
+	p.Tick(context.Background())
+	p.Tick(context.Background())
+	var msgs []string
+	for _, e := range hook.AllEntries() {
+		msgs = append(msgs, e.Message)
+	}
+	want := []string{
+		"watchdog ping failed although the health probe passes; systemd restarts this worker if pings keep failing",
+		"watchdog pings reach systemd again",
+		"health probe failed; withholding watchdog pings so systemd restarts this worker if it does not recover",
+	}
+	if len(msgs) != len(want) {
+		t.Fatalf("log = %q, want %q", msgs, want)
+	}
+	for i := range want {
+		if msgs[i] != want[i] {
+			t.Fatalf("log line %d = %q, want %q", i, msgs[i], want[i])
+		}
+	}
+}
