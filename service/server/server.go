@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/clusterapp/clusterapp/service/fdlimit"
 	"github.com/clusterapp/clusterapp/service/metrics"
 	"github.com/sirupsen/logrus"
 )
@@ -71,6 +72,7 @@ type Server struct {
 	limit    uint64 // recycle after this many requests; 0 = never
 	recycle  chan struct{}
 	recycled sync.Once
+	fds      *fdlimit.Guard // holds accepts back at the open-file limit
 
 	ready    atomic.Bool
 	draining atomic.Bool
@@ -100,6 +102,7 @@ func New(opts Options, handler http.Handler) *Server {
 		s.limit = uint64(opts.MaxRequests) + uint64(rand.IntN(opts.MaxRequestsJitter+1))
 	}
 	s.handler = s.track(handler)
+	s.fds = fdlimit.New(fdlimit.Options{Log: opts.Log, Connections: func() int { return s.Stats().Connections }})
 	s.srv = &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: opts.ReadHeaderTimeout,
@@ -150,11 +153,19 @@ func (s *Server) Stats() Stats {
 
 // Serve starts serving on every listener and returns at once. Errors of a
 // listener that fails while not draining are sent to errc.
+//
+// Each listener is wrapped so that, at the open-file limit, accepts wait in
+// the shared backlog instead of failing (package fdlimit); a connection that
+// closes wakes them. The balancer's WrapListener goes around that.
 func (s *Server) Serve(listeners []net.Listener, errc chan<- error) {
+	guarded := make([]net.Listener, len(listeners))
+	for i, l := range listeners {
+		guarded[i] = s.fds.Wrap(l)
+	}
 	s.mu.Lock()
-	s.listeners = listeners
+	s.listeners = guarded // Drain closes these, which also ends a wait at the limit
 	s.mu.Unlock()
-	for _, l := range listeners {
+	for _, l := range guarded {
 		if s.opts.WrapListener != nil {
 			l = s.opts.WrapListener(l)
 		}
@@ -256,6 +267,9 @@ func (s *Server) connState(c net.Conn, state http.ConnState) {
 			s.conns[c] = info
 		}
 	case http.StateClosed, http.StateHijacked:
+		if state == http.StateClosed {
+			s.fds.Released() // net/http has closed the descriptor by now
+		}
 		if info, ok := s.conns[c]; ok {
 			delete(s.conns, c)
 			if info.requests <= 1 {
