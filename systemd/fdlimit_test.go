@@ -182,3 +182,30 @@ func httpGet(c net.Conn, r *bufio.Reader, d time.Duration) error {
 	}
 	return nil
 }
+
+// The notify socket is dialled once and kept: it must still reach systemd
+// after the manager re-executes (daemon-reexec keeps its notify socket; were
+// it re-created, the first failed send dials again).
+func TestWorkerKeepsPingingAcrossDaemonReexec(t *testing.T) {
+	const watchdogSec = 2 * time.Second
+	b := sandbox.New(t, sandbox.Options{Env: fmt.Sprintf("CLUSTERAPP_WORKERS=1\nCLUSTERAPP_WATCHDOG_SEC=%s\n", watchdogSec)})
+	b.Start(1)
+	unit := "clusterapp-worker@1.service"
+	pid := b.MainPID(unit)
+	b.Must("systemctl", "daemon-reexec")
+	before := b.Show(unit, "WatchdogTimestampMonotonic")
+	time.Sleep(3 * watchdogSec)
+	after := b.Show(unit, "WatchdogTimestampMonotonic")
+	if restarts, now := b.Show(unit, "NRestarts"), b.MainPID(unit); restarts != "0" || now != pid {
+		t.Fatalf("after daemon-reexec: NRestarts = %s, MainPID %d -> %d", restarts, pid, now)
+	}
+	b1, _ := strconv.ParseUint(before, 10, 64)
+	a1, _ := strconv.ParseUint(after, 10, 64)
+	if a1 <= b1 {
+		t.Fatalf("no watchdog ping reached systemd in %v after daemon-reexec (WatchdogTimestampMonotonic %s, then %s)", 3*watchdogSec, before, after)
+	}
+	t.Logf("last watchdog ping %v later than right after daemon-reexec", time.Duration(a1-b1)*time.Microsecond)
+	if journal := b.Must("journalctl", "-u", unit, "-o", "cat", "--no-pager"); strings.Contains(journal, "sd_notify failed") {
+		t.Fatalf("a notification failed across daemon-reexec:\n%s", whyKilled(journal))
+	}
+}
