@@ -22,4 +22,9 @@
 //
 // The same drain ends a worker recycled after MaxRequests (gunicorn's
 // max_requests): it exits 0 and systemd's Restart= starts a fresh process.
+//
+// At its open-file limit the server keeps serving the connections it holds:
+// each listener is wrapped by package fdlimit, so accepts wait (the
+// connections stay in the shared backlog, for the other workers) instead of
+// failing, and resume as soon as one of the server's connections closes.
 package server
