@@ -45,7 +45,8 @@ type Options struct {
 	Connections func() int
 	// Clock defaults to the real clock.
 	Clock Clock
-	Log   *logrus.Entry
+	// Log receives the warning; required.
+	Log *logrus.Entry
 }
 
 // Clock is the time source, injected so tests drive the retry timer and the
