@@ -5,12 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
-	"sort"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/generator"
 )
 
 // runConfig prints or checks the configuration.
@@ -18,6 +19,8 @@ func runConfig(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("config", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	check := fs.String("check", "", "validate this environment `file`")
+	file := fs.String("file", generator.EnvFile, "show the settings of this environment `file`")
+	fromEnv := fs.Bool("env", false, "show the settings of this process's environment instead of a file")
 	template := fs.Bool("env-template", false, "print the commented environment file")
 	markdown := fs.Bool("markdown", false, "print a markdown table of the variables")
 	if err := fs.Parse(args); err != nil {
@@ -33,31 +36,79 @@ func runConfig(args []string, stdout io.Writer) error {
 		return config.WriteEnvTemplate(stdout)
 	case *markdown:
 		return config.WriteMarkdown(stdout)
+	case *fromEnv:
+		return printEnvConfig(stdout)
 	}
-	return printConfig(stdout)
+	return printFileConfig(*file, stdout)
 }
 
-// printConfig shows every variable with its default and effective value;
-// an invalid environment is reported after the table.
-func printConfig(stdout io.Writer) error {
+// printFileConfig shows every variable with its default and the value in
+// effect for the workers and units, reading the file as systemd does.
+func printFileConfig(path string, stdout io.Writer) error {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		fmt.Fprintf(stdout, "%s does not exist: every variable has its default\n\n", path)
+	}
+	s := generator.Read(path)
+	if err := printTable(stdout, s.Config, s.Set); err != nil {
+		return err
+	}
+	return report(stdout, path, s.Notes, s.Problems)
+}
+
+// printEnvConfig is printFileConfig for this process's environment, as a
+// standalone worker reads it.
+func printEnvConfig(stdout io.Writer) error {
 	c, err := config.Load()
+	set := map[string]string{}
+	var keys []string
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		keys = append(keys, k)
+		if strings.HasPrefix(k, config.Prefix+"_") && v != "" {
+			set[k] = v
+		}
+	}
+	if perr := printTable(stdout, c, set); perr != nil {
+		return perr
+	}
+	var problems []string
+	var ce *config.Error
+	if errors.As(err, &ce) {
+		for _, p := range ce.Problems {
+			problems = append(problems, p.String())
+		}
+	}
+	return report(stdout, "the environment", config.Unknown(keys), problems)
+}
+
+func printTable(stdout io.Writer, c config.Config, set map[string]string) error {
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "VARIABLE\tDEFAULT\tEFFECTIVE\tDESCRIPTION")
 	for _, v := range config.Vars() {
 		eff := c.Value(v)
-		if raw, set := os.LookupEnv(v.Key); set {
-			eff = raw + " (set)"
+		if raw, ok := set[v.Key]; ok {
+			if raw == eff {
+				eff += " (set)"
+			} else {
+				eff += fmt.Sprintf(" (set to %q: invalid)", raw)
+			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", v.Key, orDash(v.Default), orDash(eff), v.Description)
 	}
-	if ferr := tw.Flush(); ferr != nil {
-		return ferr
+	return tw.Flush()
+}
+
+// report prints notes and problems after the table; problems make it a
+// configError (exit 78).
+func report(stdout io.Writer, source string, notes, problems []string) error {
+	for _, n := range notes {
+		fmt.Fprintln(stdout, "warning: "+n)
 	}
-	if unknown := config.Unknown(environKeys()); len(unknown) > 0 {
-		fmt.Fprintln(stdout, "\nwarning: "+strings.Join(unknown, "; "))
+	for _, p := range problems {
+		fmt.Fprintln(stdout, "error: "+p)
 	}
-	if err != nil {
-		return configError{err}
+	if len(problems) > 0 {
+		return configError{fmt.Errorf("%s: %d invalid setting(s)", source, len(problems))}
 	}
 	return nil
 }
@@ -78,36 +129,17 @@ func environKeys() []string {
 	return keys
 }
 
-// checkFile validates an environment file as the worker would read it.
+// checkFile validates an environment file as systemd, the generator and the
+// workers will read it: lines systemd skips and unknown variables are
+// warnings; invalid values are errors, each saying what it will do.
 func checkFile(path string, stdout io.Writer) error {
-	f, err := os.Open(path)
-	if err != nil {
+	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("check: %w", err)
 	}
-	defer f.Close()
-	vars, err := config.ParseEnvFile(f)
-	if err != nil {
-		return configError{fmt.Errorf("%s: %w", path, err)}
+	s := generator.Read(path)
+	if err := report(stdout, path, s.Notes, s.Problems); err != nil {
+		return err
 	}
-	keys := make([]string, 0, len(vars))
-	for k := range vars {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var problems []string
-	problems = append(problems, config.Unknown(keys)...)
-	if _, err := config.LoadVars(vars); err != nil {
-		var ce *config.Error
-		if !errors.As(err, &ce) {
-			return fmt.Errorf("check %s: %w", path, err)
-		}
-		for _, p := range ce.Problems {
-			problems = append(problems, p.String())
-		}
-	}
-	if len(problems) > 0 {
-		return configError{fmt.Errorf("%s: %s", path, strings.Join(problems, "; "))}
-	}
-	_, err = fmt.Fprintf(stdout, "%s: ok (%d variables set)\n", path, len(keys))
+	_, err := fmt.Fprintf(stdout, "%s: ok (%d variables set)\n", path, len(s.Set))
 	return err
 }

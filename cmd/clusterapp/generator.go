@@ -3,9 +3,11 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 
 	"github.com/clusterapp/clusterapp/service/generator"
+	"github.com/coreos/go-systemd/v22/journal"
 )
 
 // generatorName is the name the binary is installed under in
@@ -19,5 +21,31 @@ func runGenerator(args []string, stderr io.Writer) error {
 	if len(args) != 1 && len(args) != 3 {
 		return usageError{fmt.Sprintf("generator takes the output directories systemd passes (normal [early late]), got %d arguments", len(args))}
 	}
-	return generator.Run(generator.EnvFile, args[0], runtime.NumCPU(), stderr)
+	warn := generatorLog(journal.PriWarning, stderr)
+	note := generatorLog(journal.PriNotice, stderr)
+	return generator.Run(generator.EnvFile, args[0], runtime.NumCPU(), warn, note)
+}
+
+// generatorLog returns a function that logs one line where an operator will
+// find it. systemd 252 gives generators its own stdout and stderr (the
+// console), so a line is sent to the journal directly when journald is
+// there (every `systemctl daemon-reload`), else to the kernel log, which
+// journald reads once it starts (the first run, early at boot), else to
+// stderr.
+func generatorLog(priority journal.Priority, stderr io.Writer) func(string) {
+	return func(msg string) {
+		if journal.Enabled() {
+			if err := journal.Send(msg, priority, map[string]string{"SYSLOG_IDENTIFIER": generatorName}); err == nil {
+				return
+			}
+		}
+		if kmsg, err := os.OpenFile("/dev/kmsg", os.O_WRONLY, 0); err == nil {
+			_, err = fmt.Fprintf(kmsg, "<%d>%s: %s\n", priority, generatorName, msg)
+			_ = kmsg.Close() // written or not, stderr is next
+			if err == nil {
+				return
+			}
+		}
+		fmt.Fprintf(stderr, "%s: %s\n", generatorName, msg)
+	}
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/kelseyhightower/envconfig"
 )
@@ -20,16 +22,17 @@ const Prefix = "CLUSTERAPP"
 // The struct tags are the single source of truth: `envconfig` names the
 // variable (after Prefix), `default` is used when it is unset, `desc` is the
 // one-line description shown by `clusterapp config` and written into the
-// shipped environment file.
+// shipped environment file, and `scope` says who applies it (see Scope),
+// which decides what an invalid value does.
 type Config struct {
-	Listen  string `envconfig:"LISTEN" default:"127.0.0.1:8080" desc:"host:port a standalone worker binds; under systemd the generator makes it clusterapp.socket's ListenStream= (the shipped socket listens on port 8080, all addresses)"`
-	Backlog int    `envconfig:"BACKLOG" default:"4096" desc:"listen backlog of clusterapp.socket (Backlog=); keep net.core.somaxconn at least this large"`
-	Workers int    `envconfig:"WORKERS" default:"0" desc:"number of clusterapp-worker@N units the generator starts; 0 means one per CPU"`
+	Listen  string `envconfig:"LISTEN" default:"127.0.0.1:8080" scope:"listen" desc:"where to listen, in ListenStream= syntax: PORT (every address), IPV4:PORT, [IPV6]:PORT or [IPV6]:PORT%IFACE; under systemd the generator makes it clusterapp.socket's ListenStream= (the shipped socket listens on port 8080, all addresses), standalone the worker binds it"`
+	Backlog int    `envconfig:"BACKLOG" default:"4096" scope:"units" desc:"listen backlog of clusterapp.socket (Backlog=); keep net.core.somaxconn at least this large"`
+	Workers int    `envconfig:"WORKERS" default:"0" scope:"units" desc:"number of clusterapp-worker@N units the generator starts; 0 means one per CPU"`
 
-	WatchdogSec time.Duration `envconfig:"WATCHDOG_SEC" default:"10s" desc:"the workers' WatchdogSec=: a worker whose health probe fails this long is killed (SIGABRT, stacks in the journal) and restarted"`
-	LimitNOFILE int           `envconfig:"LIMIT_NOFILE" default:"65536" desc:"the workers' LimitNOFILE= (open files, so client connections, per worker); limits.conf does not apply to services"`
-	MemoryHigh  string        `envconfig:"MEMORY_HIGH" default:"" desc:"the workers' MemoryHigh= (throttling threshold), e.g. 512M or 40%; empty means none"`
-	MemoryMax   string        `envconfig:"MEMORY_MAX" default:"" desc:"the workers' MemoryMax= (hard limit, OOM kill above it), e.g. 768M or 50%; empty means none"`
+	WatchdogSec time.Duration `envconfig:"WATCHDOG_SEC" default:"10s" scope:"units" desc:"the workers' WatchdogSec=: a worker whose health probe fails this long is killed (SIGABRT, stacks in the journal) and restarted"`
+	LimitNOFILE int           `envconfig:"LIMIT_NOFILE" default:"65536" scope:"units" desc:"the workers' LimitNOFILE= (open files, so client connections, per worker); limits.conf does not apply to services"`
+	MemoryHigh  string        `envconfig:"MEMORY_HIGH" default:"" scope:"units" desc:"the workers' MemoryHigh= (throttling threshold), e.g. 512M or 40%; empty means none"`
+	MemoryMax   string        `envconfig:"MEMORY_MAX" default:"" scope:"units" desc:"the workers' MemoryMax= (hard limit, OOM kill above it), e.g. 768M or 50%; empty means none"`
 
 	Instance string `envconfig:"INSTANCE" default:"" desc:"worker name sent in the X-Worker header and metrics; the unit sets it to the instance (%i); empty means pid-<PID>"`
 
@@ -64,7 +67,7 @@ type Config struct {
 	KeepAliveRequests int           `envconfig:"KEEPALIVE_REQUESTS" default:"1000" desc:"close a keep-alive connection after this many requests so clients are redistributed over the workers (nginx's keepalive_requests); 0 = unlimited"`
 	KeepAliveTime     time.Duration `envconfig:"KEEPALIVE_TIME" default:"30s" desc:"close a keep-alive connection at its first response after it has been open this long, so a restarted worker gets its clients back even on slow routes (nginx's keepalive_time); 0 = no limit"`
 
-	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"20s" desc:"how long a draining worker waits for its connections to finish before closing them (keep it below the unit's TimeoutStopSec=)"`
+	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"20s" scope:"both" desc:"how long a draining worker waits for its connections to finish before closing them (keep it below the unit's TimeoutStopSec=)"`
 	DrainIdleGrace  time.Duration `envconfig:"DRAIN_IDLE_GRACE" default:"1s" desc:"while draining, a keep-alive connection idle this long is closed instead of waited for"`
 
 	MaxRequests       int `envconfig:"MAX_REQUESTS" default:"0" desc:"recycle the worker (drain and exit 0, systemd starts a fresh one) after this many requests; 0 disables"`
@@ -79,11 +82,35 @@ type Config struct {
 	DebugEndpoints bool `envconfig:"DEBUG_ENDPOINTS" default:"false" desc:"serve the fault-injection routes /debug/crash, /debug/hang and /debug/leak (tests and demos only)"`
 }
 
+// Scope says who applies a variable, and so what an invalid value does.
+type Scope string
+
+const (
+	// ScopeWorker variables are applied by the worker. An invalid one stops
+	// the worker (exit 78, with back-off): these settings bound what clients
+	// may do (rate limit, caps, timeouts), and serving with a default the
+	// operator did not choose could open the service wider than meant.
+	ScopeWorker Scope = "worker"
+	// ScopeUnits variables are applied by systemd through the generator's
+	// drop-ins. An invalid one falls back to its default, for that variable
+	// alone, with a warning in the journal; workers ignore it.
+	ScopeUnits Scope = "units"
+	// ScopeBoth variables are applied by both: the generator falls back to
+	// the default, the worker stops.
+	ScopeBoth Scope = "both"
+	// ScopeListen is CLUSTERAPP_LISTEN. It fails closed: the generator
+	// makes the socket listen nowhere rather than anywhere else, and a
+	// standalone worker does not start. A socket-activated worker does not
+	// use it.
+	ScopeListen Scope = "listen"
+)
+
 // Var describes one variable of the specification.
 type Var struct {
 	Key         string // full name, e.g. CLUSTERAPP_LISTEN
 	Default     string // the default as written in the struct tag
 	Description string
+	Scope       Scope
 	field       int
 }
 
@@ -93,10 +120,15 @@ func Vars() []Var {
 	vars := make([]Var, 0, t.NumField())
 	for i := range t.NumField() {
 		f := t.Field(i)
+		scope := Scope(f.Tag.Get("scope"))
+		if scope == "" {
+			scope = ScopeWorker
+		}
 		vars = append(vars, Var{
 			Key:         Prefix + "_" + f.Tag.Get("envconfig"),
 			Default:     f.Tag.Get("default"),
 			Description: f.Tag.Get("desc"),
+			Scope:       scope,
 			field:       i,
 		})
 	}
@@ -117,7 +149,10 @@ func (c Config) Value(v Var) string {
 }
 
 // Load reads the specification from the process environment and validates it.
-// The error, when not nil, is a *Error listing every invalid variable.
+// Every invalid variable is set to its default in the returned Config, which
+// is therefore always usable; the error, when not nil, is a *Error listing
+// every invalid variable with its Scope, and the caller decides what each
+// one means (see Scope).
 func Load() (Config, error) {
 	envMu.Lock()
 	defer envMu.Unlock()
@@ -158,9 +193,10 @@ func LoadVars(vars map[string]string) (Config, error) {
 	return load()
 }
 
-// load runs envconfig until every parse error is found: envconfig stops at the
-// first one, so each bad variable is recorded, masked with its default and the
-// specification processed again.
+// load checks every raw value, then runs envconfig until every parse error
+// is found (envconfig stops at the first one), then validates ranges. Each
+// bad variable is recorded and masked, so the next pass sees its default;
+// the last pass therefore yields a Config of valid values only.
 func load() (Config, error) {
 	var problems []Problem
 	masked := map[string]string{}
@@ -169,35 +205,74 @@ func load() (Config, error) {
 			_ = os.Setenv(k, v)
 		}
 	}()
+	mask := func(p Problem) {
+		problems = append(problems, p)
+		masked[p.Key] = p.Value
+		_ = os.Unsetenv(p.Key) // Unsetenv cannot fail on unix
+	}
+	for _, v := range Vars() {
+		raw, set := os.LookupEnv(v.Key)
+		switch {
+		case set && raw == "":
+			// KEY= means the default, as an empty assignment resets a
+			// setting in a unit file.
+			masked[v.Key] = raw
+			_ = os.Unsetenv(v.Key)
+		case set:
+			if p, bad := rawProblem(v.Key, raw); bad {
+				mask(p)
+			}
+		}
+	}
 	var c Config
-	for range reflect.TypeOf(c).NumField() + 1 {
+	for range reflect.TypeOf(c).NumField() + 2 {
 		c = Config{}
 		err := envconfig.Process(Prefix, &c)
 		var pe *envconfig.ParseError
-		if !errors.As(err, &pe) {
-			if err != nil {
-				return Config{}, fmt.Errorf("read environment: %w", err)
-			}
+		if errors.As(err, &pe) {
+			mask(parseProblem(pe))
+			continue
+		}
+		if err != nil {
+			return Config{}, fmt.Errorf("read environment: %w", err)
+		}
+		invalid := c.validate()
+		if len(invalid) == 0 {
 			break
 		}
-		problems = append(problems, parseProblem(pe))
-		masked[pe.KeyName] = pe.Value
-		_ = os.Unsetenv(pe.KeyName)
+		for _, p := range invalid {
+			mask(p)
+		}
 	}
-	problems = append(problems, c.validate(keysOf(problems))...)
 	if len(problems) > 0 {
+		for i := range problems {
+			problems[i].Scope = scopeOf(problems[i].Key)
+		}
 		sort.SliceStable(problems, func(i, j int) bool { return order(problems[i].Key) < order(problems[j].Key) })
 		return c, &Error{Problems: problems}
 	}
 	return c, nil
 }
 
-func keysOf(ps []Problem) map[string]bool {
-	m := map[string]bool{}
-	for _, p := range ps {
-		m[p.Key] = true
+// rawProblem refuses control characters and whitespace in any value: no
+// setting needs them, and a carriage return that reaches a unit file is a
+// line break there (a new directive).
+func rawProblem(key, raw string) (Problem, bool) {
+	for i, r := range raw {
+		if unicode.IsControl(r) || unicode.IsSpace(r) || r == utf8.RuneError {
+			return Problem{Key: key, Value: raw, Expected: fmt.Sprintf("a value without control characters, whitespace or invalid UTF-8 (found %q at byte %d)", r, i)}, true
+		}
 	}
-	return m
+	return Problem{}, false
+}
+
+func scopeOf(key string) Scope {
+	for _, v := range Vars() {
+		if v.Key == key {
+			return v.Scope
+		}
+	}
+	return ScopeWorker
 }
 
 func order(key string) int {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +31,11 @@ func TestLoadGoodValues(t *testing.T) {
 		{"CLUSTERAPP_LOG_LEVEL", "DEBUG", func(c Config) bool { return c.LogLevel.String() == "debug" }},
 		{"CLUSTERAPP_LOG_FORMAT", "json", func(c Config) bool { return c.LogFormat == "json" }},
 		{"CLUSTERAPP_LISTEN", "[::1]:9000", func(c Config) bool { return c.Listen == "[::1]:9000" }},
+		{"CLUSTERAPP_LISTEN", "8080", func(c Config) bool { return c.Listen == "8080" }},
+		{"CLUSTERAPP_WORKERS", "", func(c Config) bool { return c.Workers == 0 }}, // KEY= means the default
+		{"CLUSTERAPP_SHUTDOWN_TIMEOUT", "", func(c Config) bool { return c.ShutdownTimeout == 20*time.Second }},
+		{"CLUSTERAPP_SHUTDOWN_TIMEOUT", "1h", func(c Config) bool { return c.ShutdownTimeout == time.Hour }},
+		{"CLUSTERAPP_MAX_REQUESTS_JITTER", "1000000", func(c Config) bool { return c.MaxRequestsJitter == 1e6 }},
 		{"CLUSTERAPP_WORKERS", "3", func(c Config) bool { return c.Workers == 3 }},
 		{"CLUSTERAPP_DEBUG_ENDPOINTS", "true", func(c Config) bool { return c.DebugEndpoints }},
 		{"CLUSTERAPP_INSTANCE", "7", func(c Config) bool { return c.Instance == "7" }},
@@ -37,7 +43,7 @@ func TestLoadGoodValues(t *testing.T) {
 		{"CLUSTERAPP_MEMORY_MAX", "768M", func(c Config) bool { return c.MemoryMax == "768M" }},
 		{"CLUSTERAPP_MEMORY_HIGH", "40%", func(c Config) bool { return c.MemoryHigh == "40%" }},
 		{"CLUSTERAPP_WATCHDOG_SEC", "2s", func(c Config) bool { return c.WatchdogSec == 2*time.Second }},
-		{"CLUSTERAPP_TRUSTED_PROXIES", "127.0.0.1, 10.0.0.0/8", func(c Config) bool { p, err := ParsePrefixes(c.TrustedProxies); return err == nil && len(p) == 2 }},
+		{"CLUSTERAPP_TRUSTED_PROXIES", "127.0.0.1,10.0.0.0/8", func(c Config) bool { p, err := ParsePrefixes(c.TrustedProxies); return err == nil && len(p) == 2 }},
 		{"CLUSTERAPP_RATE_LIMIT", "0.5", func(c Config) bool { return c.RateLimit == 0.5 }},
 	} {
 		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
@@ -59,20 +65,25 @@ func TestLoadBadValues(t *testing.T) {
 		{"CLUSTERAPP_SHUTDOWN_TIMEOUT", "0s", "a positive duration"},
 		{"CLUSTERAPP_MAX_BODY_BYTES", "-1", "a size of 0 or more bytes"},
 		{"CLUSTERAPP_MAX_HEADER_BYTES", "12XB", "a size"},
-		{"CLUSTERAPP_MAX_HEADER_BYTES", "100", "at least 1KiB"},
+		{"CLUSTERAPP_MAX_HEADER_BYTES", "100", "from 1KiB"},
 		{"CLUSTERAPP_LOG_LEVEL", "verbose", "one of trace, debug, info, warn, error"},
 		{"CLUSTERAPP_LOG_FORMAT", "xml", "text or json"},
-		{"CLUSTERAPP_LISTEN", "8080", "host:port"},
-		{"CLUSTERAPP_LISTEN", "127.0.0.1:99999", "host:port"},
+		{"CLUSTERAPP_LISTEN", "127.0.0.1:99999", "not a port from 1 to 65535"},
+		{"CLUSTERAPP_LISTEN", "localhost:29000", `"localhost" is not an IP address`},
+		{"CLUSTERAPP_LISTEN", "%H:29000", "specifiers such as %H are not accepted"},
+		{"CLUSTERAPP_LISTEN", "[::1%lo]:29000", "a zone goes after the port"},
+		{"CLUSTERAPP_LISTEN", "29001\rExecStartPre=/bin/sh -c 'id > /tmp/x'\rListenStream=127.0.0.1:29000", `without control characters`},
 		{"CLUSTERAPP_WORKERS", "-2", "from 0 (one per CPU) to 1024"},
 		{"CLUSTERAPP_WORKERS", "two", "a whole number"},
 		{"CLUSTERAPP_FIB_MAX_N", "100", "from 0 to 60"},
-		{"CLUSTERAPP_MAX_REQUESTS", "-5", "0 or more"},
+		{"CLUSTERAPP_MAX_REQUESTS", "-5", "from 0 (no recycling)"},
+		{"CLUSTERAPP_MAX_REQUESTS_JITTER", "9223372036854775807", "from 0 to 1099511627776"},
+		{"CLUSTERAPP_SHUTDOWN_TIMEOUT", "2562047h", "up to 1h"},
 		{"CLUSTERAPP_DEBUG_ENDPOINTS", "maybe", "true or false"},
-		{"CLUSTERAPP_INSTANCE", "a b", "letters, digits"},
+		{"CLUSTERAPP_INSTANCE", "a/b", "letters, digits"},
 		{"CLUSTERAPP_MEMORY_LIMIT_RATIO", "1.5", "at most 1"},
 		{"CLUSTERAPP_READ_HEADER_TIMEOUT", "0", "a positive duration"},
-		{"CLUSTERAPP_WATCHDOG_SEC", "100ms", "at least 1s"},
+		{"CLUSTERAPP_WATCHDOG_SEC", "100ms", "from 1s to 1h"},
 		{"CLUSTERAPP_TRUSTED_PROXIES", "10.0.0.0/33", "CIDR prefixes"},
 		{"CLUSTERAPP_RATE_LIMIT", "-1", "from 0 (off)"},
 		{"CLUSTERAPP_REQUEST_TIMEOUT", "0s", "a positive duration"},
@@ -88,7 +99,7 @@ func TestLoadBadValues(t *testing.T) {
 				t.Fatalf("want one problem, got %v", err)
 			}
 			msg := err.Error()
-			for _, want := range []string{tc.key, `"` + tc.value + `"`, tc.expected} {
+			for _, want := range []string{tc.key, strconv.Quote(tc.value), tc.expected} {
 				if !strings.Contains(msg, want) {
 					t.Errorf("error %q does not mention %q", msg, want)
 				}
@@ -145,5 +156,59 @@ func TestEveryVarDocumented(t *testing.T) {
 		if v.Default != "" && c.Value(v) != v.Default {
 			t.Errorf("%s: default %q reads back as %q", v.Key, v.Default, c.Value(v))
 		}
+	}
+}
+
+// No variable takes control characters or whitespace: a carriage return in
+// a value that reaches a unit file is a new directive there (issue 11).
+func TestEveryVarRefusesControlCharacters(t *testing.T) {
+	for _, v := range Vars() {
+		for _, bad := range []string{"1\r2", "1\n2", "a b", "\t1", "1\x7f", "\xff"} {
+			c, err := LoadVars(map[string]string{v.Key: bad})
+			var ce *Error
+			if !errors.As(err, &ce) || len(ce.Problems) != 1 || ce.Problems[0].Key != v.Key || !strings.Contains(err.Error(), "without control characters") {
+				t.Errorf("%s=%q: %v", v.Key, bad, err)
+				continue
+			}
+			if got := c.Value(v); got != v.Default && !(v.Default == "0" && got == "0") {
+				t.Errorf("%s=%q: the Config holds %q, not the default %q", v.Key, bad, got, v.Default)
+			}
+		}
+	}
+}
+
+// An invalid variable falls back to its default in the returned Config, for
+// that variable alone; the problem carries the variable's scope.
+func TestInvalidFallsBackAlone(t *testing.T) {
+	c, err := LoadVars(map[string]string{
+		"CLUSTERAPP_WORKERS":          "many",
+		"CLUSTERAPP_WATCHDOG_SEC":     "100ms",
+		"CLUSTERAPP_BACKLOG":          "512",
+		"CLUSTERAPP_LISTEN":           "localhost:1",
+		"CLUSTERAPP_SHUTDOWN_TIMEOUT": "5s",
+		"CLUSTERAPP_FIB_MAX_N":        "99",
+	})
+	var ce *Error
+	if !errors.As(err, &ce) || len(ce.Problems) != 4 {
+		t.Fatalf("want 4 problems, got %v", err)
+	}
+	if c.Workers != 0 || c.WatchdogSec != 10*time.Second || c.Listen != "127.0.0.1:8080" || c.FibMaxN != 45 {
+		t.Errorf("invalid values not replaced by their defaults: %+v", c)
+	}
+	if c.Backlog != 512 || c.ShutdownTimeout != 5*time.Second {
+		t.Errorf("valid values lost: %+v", c)
+	}
+	scopes := map[string]Scope{}
+	for _, p := range ce.Problems {
+		scopes[p.Key] = p.Scope
+	}
+	want := map[string]Scope{"CLUSTERAPP_WORKERS": ScopeUnits, "CLUSTERAPP_WATCHDOG_SEC": ScopeUnits, "CLUSTERAPP_LISTEN": ScopeListen, "CLUSTERAPP_FIB_MAX_N": ScopeWorker}
+	for k, s := range want {
+		if scopes[k] != s {
+			t.Errorf("%s: scope %q, want %q", k, scopes[k], s)
+		}
+	}
+	if only := ce.Only(ScopeWorker, ScopeBoth); only == nil || len(only.Problems) != 1 || only.Problems[0].Key != "CLUSTERAPP_FIB_MAX_N" {
+		t.Errorf("Only(worker, both) = %v", only)
 	}
 }

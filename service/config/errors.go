@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/kelseyhightower/envconfig"
@@ -14,6 +15,8 @@ type Problem struct {
 	Key      string
 	Value    string
 	Expected string
+	// Scope is the variable's, which decides what the problem means.
+	Scope Scope
 }
 
 func (p Problem) String() string {
@@ -23,6 +26,31 @@ func (p Problem) String() string {
 // Error lists every invalid variable found by Load or LoadVars.
 type Error struct {
 	Problems []Problem
+}
+
+// Only returns the problems whose scope is one of scopes, as an *Error, or
+// nil when there are none.
+func (e *Error) Only(scopes ...Scope) *Error {
+	var ps []Problem
+	for _, p := range e.Problems {
+		if slices.Contains(scopes, p.Scope) {
+			ps = append(ps, p)
+		}
+	}
+	if len(ps) == 0 {
+		return nil
+	}
+	return &Error{Problems: ps}
+}
+
+// Problem returns the problem of the variable key, if it has one.
+func (e *Error) Problem(key string) (Problem, bool) {
+	for _, p := range e.Problems {
+		if p.Key == key {
+			return p, true
+		}
+	}
+	return Problem{}, false
 }
 
 // Error joins the problems on one line, so a refused start is one journal line.

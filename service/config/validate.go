@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"regexp"
@@ -14,62 +13,71 @@ import (
 // MaxWorkers is the largest CLUSTERAPP_WORKERS (and `clusterapp scale N`) accepted.
 const MaxWorkers = 1024
 
-// validate checks ranges that parsing alone does not. Keys already reported
-// as unparsable are skipped: their field holds the default, not the input.
-func (c Config) validate(skip map[string]bool) []Problem {
+// validate checks what parsing alone does not: ranges, and the listen
+// address's syntax. Every duration and count has an upper bound, so no
+// value overflows where it is used (a unit's TimeoutStopSec=, a random
+// jitter, a buffer).
+func (c Config) validate() []Problem {
 	var ps []Problem
 	check := func(name, value string, ok bool, expected string) {
 		key := Prefix + "_" + name
 		if raw, set := os.LookupEnv(key); set {
 			value = raw // report what the operator wrote, not its parsed form
 		}
-		if !ok && !skip[key] {
+		if !ok {
 			ps = append(ps, Problem{Key: key, Value: value, Expected: expected})
 		}
 	}
 	itoa := strconv.Itoa
-	check("LISTEN", c.Listen, validListen(c.Listen), "host:port with a port in 1..65535, such as 127.0.0.1:8080 or [::]:80")
+	within := func(d, lo, hi time.Duration) bool { return d >= lo && d <= hi }
+	const day = 24 * time.Hour
+	_, listenErr := ParseListen(c.Listen)
+	check("LISTEN", c.Listen, listenErr == nil, "PORT, IPV4:PORT, [IPV6]:PORT or [IPV6]:PORT%IFACE as ListenStream= takes it, such as 127.0.0.1:8080, 8080 or [::1]:8080"+detail(listenErr))
 	check("BACKLOG", itoa(c.Backlog), c.Backlog >= 1 && c.Backlog <= 1<<20, "a whole number from 1 to 1048576")
 	check("WORKERS", itoa(c.Workers), c.Workers >= 0 && c.Workers <= MaxWorkers, fmt.Sprintf("a whole number from 0 (one per CPU) to %d", MaxWorkers))
-	check("WATCHDOG_SEC", formatDuration(c.WatchdogSec), c.WatchdogSec >= time.Second, "a duration of at least 1s, such as 10s")
+	check("WATCHDOG_SEC", formatDuration(c.WatchdogSec), within(c.WatchdogSec, time.Second, time.Hour), "a duration from 1s to 1h, such as 10s")
 	check("LIMIT_NOFILE", itoa(c.LimitNOFILE), c.LimitNOFILE >= 1024 && c.LimitNOFILE <= 1<<30, "a whole number from 1024 to 1073741824")
 	check("MEMORY_HIGH", c.MemoryHigh, validMemory(c.MemoryHigh), "empty, a size such as 512M or 2G, or a percentage such as 40%")
 	check("MEMORY_MAX", c.MemoryMax, validMemory(c.MemoryMax), "empty, a size such as 768M or 2G, or a percentage such as 50%")
 	check("INSTANCE", c.Instance, validInstance(c.Instance), "letters, digits, '.', '_', '-' or '@', at most 64 of them")
 	check("FIB_MAX_N", itoa(c.FibMaxN), c.FibMaxN >= 0 && c.FibMaxN <= 60, "a whole number from 0 to 60")
-	check("READ_HEADER_TIMEOUT", c.ReadHeaderTimeout.String(), c.ReadHeaderTimeout > 0, "a positive duration such as 5s")
-	for name, d := range map[string]time.Duration{"READ_TIMEOUT": c.ReadTimeout, "WRITE_TIMEOUT": c.WriteTimeout, "IDLE_TIMEOUT": c.IdleTimeout, "DRAIN_IDLE_GRACE": c.DrainIdleGrace} {
-		check(name, d.String(), d >= 0, "a duration of 0 or more, such as 30s")
+	check("READ_HEADER_TIMEOUT", formatDuration(c.ReadHeaderTimeout), within(c.ReadHeaderTimeout, 1, time.Hour), "a positive duration up to 1h, such as 5s")
+	for _, d := range []struct {
+		name  string
+		value time.Duration
+	}{{"READ_TIMEOUT", c.ReadTimeout}, {"WRITE_TIMEOUT", c.WriteTimeout}, {"IDLE_TIMEOUT", c.IdleTimeout}, {"KEEPALIVE_TIME", c.KeepAliveTime}} {
+		check(d.name, formatDuration(d.value), within(d.value, 0, day), "a duration from 0 to 24h, such as 30s")
 	}
-	check("MAX_HEADER_BYTES", c.MaxHeaderBytes.String(), c.MaxHeaderBytes >= 1024, "a size of at least 1KiB, such as 64KiB")
-	check("REQUEST_TIMEOUT", formatDuration(c.RequestTimeout), c.RequestTimeout > 0, "a positive duration such as 30s")
+	check("MAX_HEADER_BYTES", c.MaxHeaderBytes.String(), c.MaxHeaderBytes >= 1024 && c.MaxHeaderBytes <= 1<<30, "a size from 1KiB to 1GiB, such as 64KiB")
+	check("MAX_BODY_BYTES", c.MaxBodyBytes.String(), c.MaxBodyBytes <= 1<<40, "a size from 0 to 1TiB, such as 1MiB")
+	check("REQUEST_TIMEOUT", formatDuration(c.RequestTimeout), within(c.RequestTimeout, 1, day), "a positive duration up to 24h, such as 30s")
 	check("MAX_IN_FLIGHT", itoa(c.MaxInFlight), c.MaxInFlight >= 0 && c.MaxInFlight <= 1<<16, "a whole number from 0 (GOMAXPROCS) to 65536")
-	check("ADMISSION_WAIT", formatDuration(c.AdmissionWait), c.AdmissionWait >= 0, "a duration of 0 or more, such as 50ms")
+	check("ADMISSION_WAIT", formatDuration(c.AdmissionWait), within(c.AdmissionWait, 0, time.Minute), "a duration from 0 to 1m, such as 50ms")
 	check("RATE_LIMIT", strconv.FormatFloat(c.RateLimit, 'g', -1, 64), c.RateLimit >= 0 && c.RateLimit <= 1e6, "requests per second from 0 (off) to 1000000, such as 20 or 0.5")
 	check("RATE_BURST", itoa(c.RateBurst), c.RateBurst >= 1 && c.RateBurst <= 1e6, "a whole number from 1 to 1000000")
 	check("RATE_LIMIT_SLOTS", itoa(c.RateLimitSlots), c.RateLimitSlots >= 64 && c.RateLimitSlots <= 1<<24, "a whole number from 64 to 16777216")
 	check("RATE_LIMIT_IPV4_PREFIX", itoa(c.RateLimitIPv4Prefix), c.RateLimitIPv4Prefix >= 8 && c.RateLimitIPv4Prefix <= 32, "a prefix length from 8 to 32, such as 32 (one address) or 24")
 	check("RATE_LIMIT_IPV6_PREFIX", itoa(c.RateLimitIPv6Prefix), c.RateLimitIPv6Prefix >= 16 && c.RateLimitIPv6Prefix <= 128, "a prefix length from 16 to 128, such as 64 or 56")
 	check("TRUSTED_PROXIES", c.TrustedProxies, validPrefixes(c.TrustedProxies), "comma-separated addresses or CIDR prefixes, such as 127.0.0.1,10.0.0.0/8")
-	check("CACHE_ENTRIES", itoa(c.CacheEntries), c.CacheEntries >= 0, "a whole number, 0 (off) or more")
-	check("CACHE_MAX_AGE", formatDuration(c.CacheMaxAge), c.CacheMaxAge >= 0, "a duration of 0 or more, such as 1m")
-	check("BALANCE_MAX_DEFER", formatDuration(c.BalanceMaxDefer), c.BalanceMaxDefer >= 0 && c.BalanceMaxDefer <= time.Second, "a duration from 0 to 1s, such as 20ms")
-	check("KEEPALIVE_REQUESTS", itoa(c.KeepAliveRequests), c.KeepAliveRequests >= 0, "a whole number, 0 (unlimited) or more")
-	check("KEEPALIVE_TIME", formatDuration(c.KeepAliveTime), c.KeepAliveTime >= 0, "a duration of 0 (no limit) or more, such as 30s")
-	check("SHUTDOWN_TIMEOUT", c.ShutdownTimeout.String(), c.ShutdownTimeout > 0, "a positive duration such as 20s")
-	check("MAX_REQUESTS", itoa(c.MaxRequests), c.MaxRequests >= 0, "a whole number, 0 or more (0 disables recycling)")
-	check("MAX_REQUESTS_JITTER", itoa(c.MaxRequestsJitter), c.MaxRequestsJitter >= 0, "a whole number, 0 or more")
+	check("CACHE_ENTRIES", itoa(c.CacheEntries), c.CacheEntries >= 0 && c.CacheEntries <= 1<<24, "a whole number from 0 (off) to 16777216")
+	check("CACHE_BYTES", c.CacheBytes.String(), c.CacheBytes <= 1<<40, "a size from 0 to 1TiB, such as 16MiB")
+	check("CACHE_MAX_AGE", formatDuration(c.CacheMaxAge), within(c.CacheMaxAge, 0, 365*day), "a duration from 0 to 8760h (a year), such as 1m")
+	check("BALANCE_MAX_DEFER", formatDuration(c.BalanceMaxDefer), within(c.BalanceMaxDefer, 0, time.Second), "a duration from 0 to 1s, such as 20ms")
+	check("KEEPALIVE_REQUESTS", itoa(c.KeepAliveRequests), c.KeepAliveRequests >= 0 && c.KeepAliveRequests <= 1<<30, "a whole number from 0 (unlimited) to 1073741824")
+	check("SHUTDOWN_TIMEOUT", formatDuration(c.ShutdownTimeout), within(c.ShutdownTimeout, 1, time.Hour), "a positive duration up to 1h, such as 20s")
+	check("DRAIN_IDLE_GRACE", formatDuration(c.DrainIdleGrace), within(c.DrainIdleGrace, 0, time.Hour), "a duration from 0 to 1h, such as 1s")
+	check("MAX_REQUESTS", itoa(c.MaxRequests), c.MaxRequests >= 0 && c.MaxRequests <= 1<<40, "a whole number from 0 (no recycling) to 1099511627776")
+	check("MAX_REQUESTS_JITTER", itoa(c.MaxRequestsJitter), c.MaxRequestsJitter >= 0 && c.MaxRequestsJitter <= 1<<40, "a whole number from 0 to 1099511627776")
 	check("MEMORY_LIMIT_RATIO", strconv.FormatFloat(c.MemoryLimitRatio, 'g', -1, 64), c.MemoryLimitRatio > 0 && c.MemoryLimitRatio <= 1, "a fraction greater than 0 and at most 1, such as 0.9")
 	return ps
 }
 
-func validListen(addr string) bool {
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
+// detail appends why a value was refused, when there is more to say.
+func detail(err error) string {
+	if err == nil {
+		return ""
 	}
-	n, err := strconv.Atoi(port)
-	return err == nil && n >= 1 && n <= 65535
+	return " (" + err.Error() + ")"
 }
 
 func validInstance(s string) bool {

@@ -51,7 +51,7 @@ func checkPortRange(f Facts) Finding {
 	for _, l := range f.Listeners {
 		if p := int(l.Addr.Port()); p >= lo && p <= hi {
 			return bad(Warning, name, detail+fmt.Sprintf(": it includes the listening port %d, which an outgoing connection could take while the socket is down", p),
-				fmt.Sprintf("sysctl -w net.ipv4.ip_reserved_ports=%d (persist it in /etc/sysctl.d/)", p))
+				fmt.Sprintf("sysctl -w net.ipv4.ip_local_reserved_ports=%d (persist it in /etc/sysctl.d/)", p))
 		}
 	}
 	return ok(name, detail)

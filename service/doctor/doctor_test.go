@@ -59,7 +59,7 @@ func TestGaps(t *testing.T) {
 		{"somaxconn below backlog", "somaxconn", Problem, "sysctl -w net.core.somaxconn=4096", func(f *Facts) { f.Somaxconn = 128 }},
 		{"socket stopped", "socket", Problem, "systemctl enable --now clusterapp.socket", func(f *Facts) { f.Socket.ActiveState = "inactive"; f.Listeners = nil }},
 		{"narrow port range", "port range", Problem, "ip_local_port_range", func(f *Facts) { f.PortRange = [2]int{60000, 60999} }},
-		{"listen port in the range", "port range", Warning, "ip_reserved_ports=8080", func(f *Facts) { f.PortRange = [2]int{1024, 65535} }},
+		{"listen port in the range", "port range", Warning, "ip_local_reserved_ports=8080", func(f *Facts) { f.PortRange = [2]int{1024, 65535} }},
 		{"worker stopped", "workers", Problem, "systemctl start clusterapp.target", func(f *Facts) { f.Workers[1].ActiveState = "inactive" }},
 		{"surplus worker", "workers", Warning, "clusterapp scale 1", func(f *Facts) {
 			f.Configured = 1

@@ -42,11 +42,10 @@ type Systemd interface {
 // Gather collects Facts from systemd, /proc and the env file.
 func Gather(ctx context.Context, sd Systemd, envFile string) (Facts, error) {
 	f := Facts{EnvFile: envFile, OpenFiles: map[int]int{}}
-	settings, err := generator.Read(envFile)
-	if err != nil {
-		f.ConfigError = err.Error()
-	}
+	settings := generator.Read(envFile)
+	f.ConfigError = strings.Join(settings.Problems, "; ")
 	f.Configured = settings.Workers(runtime.NumCPU())
+	var err error
 	if f.Socket, err = sd.Socket(ctx); err != nil {
 		return f, err
 	}

@@ -1,85 +1,114 @@
 // Package envedit changes one variable of an environment file in place,
-// the way an operator would with an editor: every other line (comments,
-// blank lines, other variables, their order) is kept byte for byte.
+// the way an operator would with an editor: every other byte (comments,
+// blank lines, other variables, their order) is kept.
 //
-// The file is systemd's EnvironmentFile= format (see config.ParseEnvFile),
-// where the last assignment of a key wins; Set therefore rewrites the last
-// active assignment. When the key is not assigned, the new line goes right
-// after a commented-out template line ("#KEY=..." as `clusterapp config
-// --env-template` writes them) or, failing that, at the end. The file is
-// replaced atomically (a temporary file in the same directory, renamed over
-// it), so a generator or a worker never reads half of it.
+// The file is read exactly as systemd reads it (package envfile), so the
+// edit lands on the assignment systemd applies: the last one of the key,
+// even when it spans continuation lines, and never a line that only looks
+// like an assignment because the line above continues into it. When the key
+// is not assigned, the new line goes right after a commented-out template
+// line ("#KEY=..." as `clusterapp config --env-template` writes them) or,
+// failing that, at the end. The value is written by envfile.Line, quoted
+// when it needs to be.
+//
+// Every edit is checked before anything is written: the new text, parsed
+// again, must set the key to the value and every other variable exactly as
+// before. SetFile then replaces the file atomically and durably: it follows
+// a symbolic link to the real file, writes a temporary file beside it with
+// the same owner, group and mode, fsyncs it, renames it over the original
+// and fsyncs the directory, so a generator or a worker never reads half a
+// file and a crash never leaves an empty one.
 package envedit
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
+	"syscall"
+
+	"github.com/clusterapp/clusterapp/service/envfile"
 )
 
-// valuePattern is what Set writes unquoted; anything else is refused rather
-// than quoted, since the only caller writes numbers.
-var valuePattern = regexp.MustCompile(`^[A-Za-z0-9_.:/%+-]*$`)
-
-// Set returns text with key assigned value. It fails when the last active
-// assignment of key continues over several lines (a trailing backslash),
-// which it will not guess how to rewrite.
+// Set returns text with key assigned value.
 func Set(text, key, value string) (string, error) {
-	if !valuePattern.MatchString(value) {
-		return "", fmt.Errorf("set %s: value %q needs quoting", key, value)
+	line, err := envfile.Line(key, value)
+	if err != nil {
+		return "", fmt.Errorf("set %s: %w", key, err)
 	}
-	lines := strings.SplitAfter(text, "\n")
-	assign := key + "=" + value
-	active, template := -1, -1
-	for i, line := range lines {
-		trimmed := strings.TrimSpace(line)
-		switch {
-		case assigns(trimmed, key):
-			active = i
-		case strings.HasPrefix(trimmed, "#") && assigns(strings.TrimSpace(strings.TrimLeft(trimmed, "#")), key):
-			template = i
-		}
+	before, err := envfile.Parse([]byte(text))
+	if err != nil {
+		return "", fmt.Errorf("set %s: the file as it is: %w", key, err)
 	}
-	switch {
-	case active >= 0:
-		if strings.HasSuffix(strings.TrimRight(lines[active], "\n"), `\`) {
-			return "", fmt.Errorf("set %s: line %d continues on the next line; edit it by hand", key, active+1)
+	want := before.Vars()
+	want[key] = value
+	var tried []string
+	for _, candidate := range candidates(text, before, key, line) {
+		if why := check(candidate, want); why != "" {
+			tried = append(tried, why)
+			continue
 		}
-		lines[active] = assign + newline(lines[active])
-	case template >= 0:
-		lines[template] = strings.TrimSuffix(lines[template], "\n") + "\n" + assign + "\n"
-	default:
-		if len(text) > 0 && !strings.HasSuffix(text, "\n") {
-			lines[len(lines)-1] += "\n"
-		}
-		lines = append(lines, assign+"\n")
+		return candidate, nil
 	}
-	return strings.Join(lines, ""), nil
+	return "", fmt.Errorf("set %s: no safe place for the new line (%s); edit the file by hand", key, strings.Join(tried, "; "))
 }
 
-// assigns reports whether a trimmed line assigns key ("KEY=" or "KEY =").
-func assigns(trimmed, key string) bool {
-	k, _, ok := strings.Cut(trimmed, "=")
-	return ok && strings.TrimSpace(k) == key
+// candidates are the edits to try, best first: replace the assignment in
+// effect; else insert after the template line; else append.
+func candidates(text string, f *envfile.File, key, line string) []string {
+	if a, ok := f.Last(key); ok {
+		return []string{text[:a.Start] + line + text[a.End:]}
+	}
+	var out []string
+	if i := templateLine(text, key); i >= 0 {
+		out = append(out, text[:i]+line+"\n"+text[i:])
+	}
+	if text != "" && !strings.HasSuffix(text, "\n") {
+		text += "\n"
+	}
+	return append(out, text+line+"\n")
 }
 
-func newline(line string) string {
-	if strings.HasSuffix(line, "\n") {
-		return "\n"
+// templateLine returns the offset just after the last "#KEY=" line, or -1.
+func templateLine(text, key string) int {
+	at := -1
+	for off := 0; off < len(text); {
+		end := strings.IndexByte(text[off:], '\n')
+		if end < 0 {
+			break // a last line without a newline: append instead
+		}
+		trimmed := strings.TrimSpace(text[off : off+end])
+		if k, _, ok := strings.Cut(strings.TrimSpace(strings.TrimLeft(trimmed, "#")), "="); ok && strings.HasPrefix(trimmed, "#") && strings.TrimSpace(k) == key {
+			at = off + end + 1
+		}
+		off += end + 1
+	}
+	return at
+}
+
+// check returns why candidate is not the intended edit, or "".
+func check(candidate string, want map[string]string) string {
+	after, err := envfile.Parse([]byte(candidate))
+	if err != nil {
+		return err.Error()
+	}
+	if got := after.Vars(); !maps.Equal(got, want) {
+		return "the result would not read back as intended"
 	}
 	return ""
 }
 
-// SetFile applies Set to the file at path, creating it (mode 0644, and its
-// directory) when absent. An existing file keeps its mode.
+// SetFile applies Set to the file at path (following a symbolic link to the
+// file itself), creating it (mode 0644, and its directory) when absent.
 func SetFile(path, key, value string) error {
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
 	old, err := os.ReadFile(path)
-	mode := fs.FileMode(0o644)
+	var st os.FileInfo
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -88,40 +117,71 @@ func SetFile(path, key, value string) error {
 	case err != nil:
 		return fmt.Errorf("read %s: %w", path, err)
 	default:
-		if st, err := os.Stat(path); err == nil {
-			mode = st.Mode().Perm()
+		if st, err = os.Stat(path); err != nil {
+			return fmt.Errorf("stat %s: %w", path, err)
 		}
 	}
 	text, err := Set(string(old), key, value)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	if bytes.Equal(old, []byte(text)) {
+	if string(old) == text && st != nil {
 		return nil
 	}
-	return replace(path, []byte(text), mode)
+	return replace(path, []byte(text), st)
 }
 
-// replace writes data to a temporary file beside path and renames it over.
-func replace(path string, data []byte, mode fs.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+// replace writes data to a temporary file beside path with the owner and
+// mode of like (0644 and the caller's when nil), makes it durable and
+// renames it over path.
+func replace(path string, data []byte, like os.FileInfo) (err error) {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	defer os.Remove(tmp.Name()) // a no-op after the rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
+	defer func() {
+		if err != nil {
+			_ = tmp.Close()           // may already be closed; the error that matters is err
+			_ = os.Remove(tmp.Name()) // best effort: the original is untouched
+		}
+	}()
+	mode := fs.FileMode(0o644)
+	if like != nil {
+		mode = like.Mode().Perm()
+		if sys, ok := like.Sys().(*syscall.Stat_t); ok {
+			if err := tmp.Chown(int(sys.Uid), int(sys.Gid)); err != nil {
+				return fmt.Errorf("write %s: keep its owner: %w", path, err)
+			}
+		}
 	}
 	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
 		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if _, err := tmp.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("write %s: sync: %w", path, err)
 	}
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return syncDir(dir)
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return nil
 }

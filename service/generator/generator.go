@@ -19,22 +19,32 @@
 //     MemoryHigh=, MemoryMax= and TimeoutStopSec= (the drain timeout plus a
 //     margin, so systemd never SIGKILLs a drain still within its deadline).
 //
-// A generator must never fail the boot: an unreadable or invalid file is
-// reported on stderr (the journal) and the defaults are used; the workers
-// then refuse to start with the precise error.
+// The file is read exactly as systemd reads it for the workers (package
+// envfile), so the units and the workers never see two different files. A
+// generator must never fail the boot, and one bad line must not cost the
+// operator the rest of the file: a line systemd skips is skipped with a
+// warning, an invalid value of a setting systemd applies falls back to its
+// default alone, with a warning. The listen address fails closed: when it
+// is invalid, or the file cannot be read as systemd would, the socket is
+// made to listen nowhere (its ListenStream= reset), never on the shipped
+// address, which may be wider than the operator's. Every value reaches the
+// unit files through package unitfile, which escapes it by systemd's rules.
+// Warnings go to the journal.
 package generator
 
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
+	"sort"
+	"strconv"
 	"time"
 
 	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/envfile"
+	"github.com/clusterapp/clusterapp/service/unitfile"
 )
 
 // EnvFile is where the operator's settings live.
@@ -45,40 +55,116 @@ const stopMargin = 10 * time.Second
 
 // Settings is what the generator reads from the environment file.
 type Settings struct {
+	// Config holds the file's valid values; every invalid or unset
+	// variable has its default.
 	Config config.Config
-	// Set lists the variables the file sets explicitly.
-	Set map[string]bool
+	// Set holds the variables the file sets (to a non-empty value: KEY=
+	// means the default), as systemd reads them.
+	Set map[string]string
+	// Notes name lines systemd skips and variables nobody reads: worth
+	// fixing, harmless as they are.
+	Notes []string
+	// Problems name every invalid value and what it does: the units' own
+	// settings fall back to their defaults, the listen address fails
+	// closed, the workers refuse to start.
+	Problems []string
+	// ListenRefused, when not empty, says why clusterapp.socket must not
+	// listen at all: the listen address is invalid, or the file cannot be
+	// read as systemd would. It never falls back to another address.
+	ListenRefused string
 }
 
-// Read parses and validates the environment file at path. A missing file
-// means all defaults. The error, if any, describes what was wrong; the
-// returned Settings are then the defaults, usable as they are.
-func Read(path string) (Settings, error) {
-	defaults, err := config.LoadVars(nil)
-	if err != nil {
-		return Settings{}, fmt.Errorf("defaults: %w", err)
-	}
-	f, err := os.Open(path)
+// Read parses and validates the environment file at path the way systemd
+// and the workers read it (package envfile). A missing file means all
+// defaults. Problems never make it fail: a line systemd skips is skipped, an
+// invalid value of a setting systemd applies falls back to its default for
+// that variable alone, and an invalid listen address (or a file systemd
+// refuses as a whole) sets ListenRefused. Notes and Problems say which.
+func Read(path string) Settings {
+	defaults, _ := config.LoadVars(nil) // the defaults are valid (a test says so)
+	s := Settings{Config: defaults, Set: map[string]string{}}
+	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return Settings{Config: defaults, Set: map[string]bool{}}, nil
+		return s
 	}
 	if err != nil {
-		return Settings{Config: defaults, Set: map[string]bool{}}, fmt.Errorf("open %s: %w", path, err)
+		s.refuse(fmt.Sprintf("%s cannot be read: %v", path, err))
+		return s
 	}
-	defer f.Close()
-	vars, err := config.ParseEnvFile(f)
+	file, err := envfile.Parse(data)
 	if err != nil {
-		return Settings{Config: defaults, Set: map[string]bool{}}, fmt.Errorf("%s: %w", path, err)
+		s.refuse(fmt.Sprintf("%s: %v", path, err))
+		return s
+	}
+	for _, w := range file.Warnings {
+		s.Notes = append(s.Notes, fmt.Sprintf("%s: %s", path, w))
+	}
+	vars := file.Vars()
+	keys := make([]string, 0, len(vars))
+	for k, v := range vars {
+		keys = append(keys, k)
+		if v != "" {
+			s.Set[k] = v
+		}
+	}
+	sort.Strings(keys)
+	for _, u := range config.Unknown(keys) {
+		s.Notes = append(s.Notes, fmt.Sprintf("%s: %s: ignored", path, u))
 	}
 	c, err := config.LoadVars(vars)
-	if err != nil {
-		return Settings{Config: defaults, Set: map[string]bool{}}, fmt.Errorf("%s: %w", path, err)
+	s.Config = c
+	var ce *config.Error
+	if errors.As(err, &ce) {
+		s.problems(path, ce)
+	} else if err != nil {
+		s.refuse(fmt.Sprintf("%s: %v", path, err))
 	}
-	set := map[string]bool{}
-	for k := range vars {
-		set[k] = true
+	if l, err := config.ParseListen(c.Listen); err == nil && s.ListenRefused == "" {
+		if err := l.CheckInterface(); err != nil {
+			s.refuse(fmt.Sprintf("%s: %s=%s: %v", path, config.Prefix+"_LISTEN", c.Listen, err))
+		}
 	}
-	return Settings{Config: c, Set: set}, nil
+	return s
+}
+
+// problems says what each invalid variable does: the units' settings fall
+// back to their defaults, the listen address fails closed, the workers
+// refuse their own settings.
+func (s *Settings) problems(path string, ce *config.Error) {
+	for _, p := range ce.Problems {
+		switch p.Scope {
+		case config.ScopeUnits:
+			s.Problems = append(s.Problems, fmt.Sprintf("%s: %s; the units use the default, %s", path, p, defaultOf(p.Key)))
+		case config.ScopeBoth:
+			s.Problems = append(s.Problems, fmt.Sprintf("%s: %s; the units use the default, %s, and the workers refuse to start until it is fixed", path, p, defaultOf(p.Key)))
+		case config.ScopeListen:
+			s.refuse(fmt.Sprintf("%s: %s", path, p))
+		default:
+			s.Problems = append(s.Problems, fmt.Sprintf("%s: %s; the workers refuse to start until it is fixed", path, p))
+		}
+	}
+}
+
+func (s *Settings) refuse(reason string) {
+	if s.ListenRefused == "" {
+		s.ListenRefused = reason
+	}
+	s.Problems = append(s.Problems, reason+"; clusterapp.socket will not listen anywhere until it is fixed")
+}
+
+func defaultOf(key string) string {
+	for _, v := range config.Vars() {
+		if v.Key == key && v.Default != "" {
+			return v.Default
+		}
+	}
+	return "(none)"
+}
+
+// sets reports whether the file sets CLUSTERAPP_name.
+func (s Settings) sets(name string) bool {
+	_, ok := s.Set[config.Prefix+"_"+name]
+	return ok
 }
 
 // Workers is the number of worker instances: CLUSTERAPP_WORKERS, or cpus when 0.
@@ -89,44 +175,73 @@ func (s Settings) Workers(cpus int) int {
 	return max(cpus, 1)
 }
 
-// Files returns the drop-ins to write, by path relative to the output directory.
-func (s Settings) Files(cpus int) map[string]string {
-	const header = "# Generated by clusterapp-generator from " + EnvFile + "; edit that file and run\n# `systemctl daemon-reload`. `systemctl edit UNIT` overrides these values.\n"
+// header starts every generated file.
+const header = "Generated by clusterapp-generator from " + EnvFile + "; edit that file and run\n`systemctl daemon-reload`. `systemctl edit UNIT` overrides these values."
+
+// Files returns the drop-ins to write, by path relative to the output
+// directory. Every value goes through package unitfile, which escapes it
+// or refuses it; the error names what could not be written.
+func (s Settings) Files(cpus int) (map[string]string, error) {
 	c := s.Config
-	files := map[string]string{}
+	files := map[string]*unitfile.File{}
 
-	var wants strings.Builder
+	target := unitfile.New(header).Section("Unit")
 	for i := 1; i <= s.Workers(cpus); i++ {
-		fmt.Fprintf(&wants, "Wants=clusterapp-worker@%d.service\n", i)
+		target.Set("Wants", fmt.Sprintf("clusterapp-worker@%d.service", i))
 	}
-	files["clusterapp.target.d/50-workers.conf"] = header + "[Unit]\n" + wants.String()
+	files["clusterapp.target.d/50-workers.conf"] = target
 
-	if s.Set[config.Prefix+"_LISTEN"] || s.Set[config.Prefix+"_BACKLOG"] {
-		sock := header + "[Socket]\n"
-		if s.Set[config.Prefix+"_LISTEN"] {
-			sock += "ListenStream=\nListenStream=" + c.Listen + "\n"
+	switch {
+	case s.ListenRefused != "":
+		// Fail closed: with every ListenStream= reset, systemd refuses to
+		// load the socket ("no Listen setting") rather than listen on the
+		// shipped address, which may be wider than the operator meant.
+		// The reason goes to the journal; the unit says where to look and
+		// holds nothing of the operator's file.
+		sock := unitfile.New(header).Comment("clusterapp.socket must not listen: CLUSTERAPP_LISTEN is invalid, or the file cannot be").
+			Comment("read as systemd reads it. `clusterapp config --check " + EnvFile + "` says why.")
+		files["clusterapp.socket.d/50-env.conf"] = sock.Section("Socket").Set("ListenStream", "")
+	case s.sets("LISTEN") || s.sets("BACKLOG"):
+		sock := unitfile.New(header).Section("Socket")
+		if s.sets("LISTEN") {
+			l, err := config.ParseListen(c.Listen)
+			if err != nil {
+				return nil, fmt.Errorf("listen address: %w", err) // Read refuses these; never reached
+			}
+			sock.Set("ListenStream", "").Set("ListenStream", l.String())
 		}
-		files["clusterapp.socket.d/50-env.conf"] = sock + fmt.Sprintf("Backlog=%d\n", c.Backlog)
+		files["clusterapp.socket.d/50-env.conf"] = sock.Set("Backlog", strconv.Itoa(c.Backlog))
 	}
 
-	svc := header + "[Service]\n"
+	svc := unitfile.New(header).Section("Service")
 	// One request per CPU for the pool as a whole: each worker's admission
 	// limit is its share of the CPUs. Measured on 2 CPUs under a 10x spike of
 	// /fib: 2 workers admitting 1 each answered the excess in 7ms (p50)
 	// where admitting GOMAXPROCS=2 each took 50ms, every CPU being busy.
 	// An Environment= line, so CLUSTERAPP_MAX_IN_FLIGHT in the env file
 	// (EnvironmentFile=) still wins.
-	svc += fmt.Sprintf("Environment=CLUSTERAPP_MAX_IN_FLIGHT=%d\n", max(1, cpus/s.Workers(cpus)))
-	svc += fmt.Sprintf("WatchdogSec=%s\n", seconds(c.WatchdogSec))
-	svc += fmt.Sprintf("TimeoutStopSec=%s\n", seconds(c.ShutdownTimeout+stopMargin))
-	svc += fmt.Sprintf("LimitNOFILE=%d\n", c.LimitNOFILE)
-	svc += "MemoryHigh=" + orInfinity(c.MemoryHigh) + "\n"
-	svc += "MemoryMax=" + orInfinity(c.MemoryMax) + "\n"
+	svc.SetEnv(config.Prefix+"_MAX_IN_FLIGHT", strconv.Itoa(max(1, cpus/s.Workers(cpus))))
+	svc.Set("WatchdogSec", milliseconds(c.WatchdogSec))
+	svc.Set("TimeoutStopSec", milliseconds(c.ShutdownTimeout+stopMargin))
+	svc.Set("LimitNOFILE", strconv.Itoa(c.LimitNOFILE))
+	svc.Set("MemoryHigh", orInfinity(c.MemoryHigh))
+	svc.Set("MemoryMax", orInfinity(c.MemoryMax))
 	files["clusterapp-worker@.service.d/50-env.conf"] = svc
-	return files
+
+	out := map[string]string{}
+	for rel, f := range files {
+		text, err := f.String()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", rel, err)
+		}
+		out[rel] = text
+	}
+	return out, nil
 }
 
-func seconds(d time.Duration) string {
+// milliseconds writes d for a unit file. config bounds every duration the
+// generator writes to an hour or so, far from overflowing.
+func milliseconds(d time.Duration) string {
 	return fmt.Sprintf("%dms", d.Milliseconds())
 }
 
@@ -138,14 +253,22 @@ func orInfinity(s string) string {
 }
 
 // Run is the generator's entry point: it reads envFile and writes the
-// drop-ins into dir. Problems with the file are written to stderr and the
-// defaults used; only a failure to write is an error.
-func Run(envFile, dir string, cpus int, stderr io.Writer) error {
-	s, err := Read(envFile)
-	if err != nil {
-		fmt.Fprintf(stderr, "clusterapp-generator: %v; generating units from the defaults\n", err)
+// drop-ins into dir. What is wrong with the file is reported through warn
+// (a problem) and note (a skipped line, an unknown variable), one line
+// each, and never stops the generator; only a failure to write is an error.
+func Run(envFile, dir string, cpus int, warn, note func(string)) error {
+	s := Read(envFile)
+	for _, n := range s.Notes {
+		note(n)
 	}
-	for rel, content := range s.Files(cpus) {
+	for _, p := range s.Problems {
+		warn(p)
+	}
+	files, err := s.Files(cpus)
+	if err != nil {
+		return err
+	}
+	for rel, content := range files {
 		path := filepath.Join(dir, rel)
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return fmt.Errorf("create %s: %w", filepath.Dir(path), err)

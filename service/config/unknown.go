@@ -1,0 +1,62 @@
+package config
+
+import "strings"
+
+// Unknown returns the CLUSTERAPP_* names in keys that are not part of the
+// specification, each with a suggestion when a known name is close (a typo
+// such as CLUSTERAPP_WORKER for CLUSTERAPP_WORKERS would otherwise be
+// silently ignored).
+func Unknown(keys []string) []string {
+	var out []string
+	for _, k := range keys {
+		if !strings.HasPrefix(k, Prefix+"_") || known(k) {
+			continue
+		}
+		msg := "unknown variable " + k
+		if s := closest(k); s != "" {
+			msg += " (did you mean " + s + "?)"
+		}
+		out = append(out, msg)
+	}
+	return out
+}
+
+func known(key string) bool {
+	for _, v := range Vars() {
+		if v.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+func closest(key string) string {
+	best, bestDist := "", 4
+	for _, v := range Vars() {
+		if d := editDistance(key, v.Key); d < bestDist {
+			best, bestDist = v.Key, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
