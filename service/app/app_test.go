@@ -95,6 +95,32 @@ func TestFibBadN(t *testing.T) {
 	}
 }
 
+// A query that does not parse, or an ambiguous n, is a 400 that says so:
+// it used to run fib(40) and answer 200 (issue 11).
+func TestFibMalformedQuery(t *testing.T) {
+	a, _ := newApp(t, nil)
+	for q, want := range map[string]string{
+		"n=%zz":     "malformed query string",
+		"n=5;x=1":   "malformed query string",
+		"n=5&n=6":   "given 2 times",
+		"n=5&n=5":   "given 2 times",
+		"x=%&n=5":   "malformed query string",
+		"n=5&x=%gg": "malformed query string",
+	} {
+		rec := do(a.Handler(), "GET", "/fib?"+q)
+		if rec.Code != 400 {
+			t.Errorf("/fib?%s = %d, want 400", q, rec.Code)
+			continue
+		}
+		if got := decode(t, rec); !strings.Contains(got["error"].(string), want) || got["parameter"] != "n" {
+			t.Errorf("/fib?%s error body %v, want one containing %q", q, got, want)
+		}
+	}
+	if rec := do(a.Handler(), "GET", "/fib?n=5&other=1"); rec.Code != 200 {
+		t.Errorf("/fib?n=5&other=1 = %d, want 200", rec.Code)
+	}
+}
+
 func TestNotFoundAndMethodNotAllowed(t *testing.T) {
 	a, m := newApp(t, nil)
 	rec := do(a.Handler(), "GET", "/nope")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strconv"
 )
 
@@ -61,16 +62,10 @@ func fibBody(ctx context.Context, n int) ([]byte, error) {
 }
 
 func (a *App) fib(w http.ResponseWriter, r *http.Request) {
-	n := defaultFibN
-	if raw, ok := r.URL.Query()["n"]; ok {
-		v, err := strconv.Atoi(raw[len(raw)-1])
-		if err != nil || v < 0 || v > a.opts.FibMaxN {
-			writeError(w, http.StatusBadRequest,
-				fmt.Sprintf("parameter n must be an integer from 0 to %d, got %q", a.opts.FibMaxN, raw[len(raw)-1]),
-				map[string]any{"parameter": "n", "min": 0, "max": a.opts.FibMaxN})
-			return
-		}
-		n = v
+	n, msg := fibN(r.URL.RawQuery, a.opts.FibMaxN)
+	if msg != "" {
+		writeError(w, http.StatusBadRequest, msg, map[string]any{"parameter": "n", "min": 0, "max": a.opts.FibMaxN})
+		return
 	}
 	var body []byte
 	var err error
@@ -108,4 +103,28 @@ func SumOfSquares(count int) float64 {
 
 func (a *App) slow(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"count": slowCount, "sum_of_squares": SumOfSquares(slowCount)})
+}
+
+// fibN reads n from a /fib query, or says what is wrong with it. A query
+// that does not parse, or that gives n more than once, is refused rather
+// than read one way here and another way by a cache or proxy in front:
+// URL.Query() drops malformed pairs silently, so /fib?n=%zz used to run
+// the default n=40, seconds of CPU, and answer 200.
+func fibN(rawQuery string, maxN int) (int, string) {
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return 0, fmt.Sprintf("malformed query string: %v; expected n=N with N an integer from 0 to %d", err, maxN)
+	}
+	raw, ok := q["n"]
+	switch {
+	case !ok:
+		return defaultFibN, ""
+	case len(raw) > 1:
+		return 0, fmt.Sprintf("parameter n is given %d times; give it once, an integer from 0 to %d", len(raw), maxN)
+	}
+	v, err := strconv.Atoi(raw[0])
+	if err != nil || v < 0 || v > maxN {
+		return 0, fmt.Sprintf("parameter n must be an integer from 0 to %d, got %q", maxN, raw[0])
+	}
+	return v, ""
 }
