@@ -99,7 +99,7 @@ func New(opts Options, handler http.Handler) *Server {
 	}
 	s := &Server{opts: opts, conns: map[net.Conn]connInfo{}, recycle: make(chan struct{})}
 	if opts.MaxRequests > 0 {
-		s.limit = uint64(opts.MaxRequests) + uint64(rand.IntN(opts.MaxRequestsJitter+1))
+		s.limit = uint64(opts.MaxRequests) + jitter(opts.MaxRequestsJitter)
 	}
 	s.handler = s.track(handler)
 	s.fds = fdlimit.New(fdlimit.Options{Log: opts.Log, Connections: func() int { return s.Stats().Connections }})
@@ -117,6 +117,16 @@ func New(opts Options, handler http.Handler) *Server {
 		},
 	}
 	return s
+}
+
+// jitter is a random 0..max, for any max: rand.IntN(max+1) overflows (and
+// panics) at the largest int, which CLUSTERAPP_MAX_REQUESTS_JITTER once let
+// through.
+func jitter(max int) uint64 {
+	if max <= 0 {
+		return 0
+	}
+	return rand.Uint64N(uint64(max) + 1)
 }
 
 // Handler is the full stack the server serves, for in-process health probes.

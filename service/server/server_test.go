@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -197,6 +198,16 @@ func TestSecondSignalAbortsDrain(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Drain did not return after cancellation")
+	}
+}
+
+// Any jitter is safe: the largest int used to panic in rand.IntN (issue 11).
+func TestRecycleJitterNeverPanics(t *testing.T) {
+	for _, j := range []int{0, 1, math.MaxInt, -5} {
+		s := New(Options{MaxRequests: 10, MaxRequestsJitter: j, ReadHeaderTimeout: time.Second, ShutdownTimeout: time.Second}, http.NotFoundHandler())
+		if s.RecycleLimit() < 10 || (j <= 0 && s.RecycleLimit() != 10) {
+			t.Errorf("jitter %d: recycle limit %d", j, s.RecycleLimit())
+		}
 	}
 }
 
