@@ -13,8 +13,11 @@ type protection struct {
 	shed      prometheus.Counter
 	queueWait prometheus.Histogram
 	limited   prometheus.Counter
-	cacheHit  prometheus.Counter
-	cacheMiss prometheus.Counter
+	// limitUnavailable counts 503s while a worker has no rate-limit table
+	// (CLUSTERAPP_RATE_LIMIT_FALLBACK=closed).
+	limitUnavailable prometheus.Counter
+	cacheHit         prometheus.Counter
+	cacheMiss        prometheus.Counter
 }
 
 func newProtection(reg *prometheus.Registry) protection {
@@ -32,6 +35,9 @@ func newProtection(reg *prometheus.Registry) protection {
 		limited: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "clusterapp_ratelimit_limited_total", Help: "Requests answered 429 by the per-client rate limit.",
 		}),
+		limitUnavailable: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "clusterapp_ratelimit_unavailable_total", Help: "Requests answered 503 because the shared rate-limit table could not be opened and CLUSTERAPP_RATE_LIMIT_FALLBACK=closed.",
+		}),
 		cacheHit: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "clusterapp_cache_hits_total", Help: "Result cache hits.",
 		}),
@@ -39,7 +45,7 @@ func newProtection(reg *prometheus.Registry) protection {
 			Name: "clusterapp_cache_misses_total", Help: "Result cache misses (computations, shared by concurrent identical requests).",
 		}),
 	}
-	reg.MustRegister(p.admitted, p.shed, p.queueWait, p.limited, p.cacheHit, p.cacheMiss)
+	reg.MustRegister(p.admitted, p.shed, p.queueWait, p.limited, p.limitUnavailable, p.cacheHit, p.cacheMiss)
 	return p
 }
 
@@ -54,6 +60,29 @@ func (m *Metrics) Shed() { m.prot.shed.Inc() }
 
 // Limited counts a request refused by the rate limit.
 func (m *Metrics) Limited() { m.prot.limited.Inc() }
+
+// LimitUnavailable counts a request refused because the worker has no
+// rate-limit table.
+func (m *Metrics) LimitUnavailable() { m.prot.limitUnavailable.Inc() }
+
+// WatchRateLimitTable exports mode() (shared, local or closed) as
+// clusterapp_ratelimit_table{mode=...}: 1 for the table the rate limit is on,
+// 0 for the others. Anything but shared means the shared table in the
+// runtime directory could not be opened.
+func (m *Metrics) WatchRateLimitTable(mode func() string) {
+	for _, name := range []string{"shared", "local", "closed"} {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "clusterapp_ratelimit_table",
+			Help:        "1 for the table the rate limit is on: shared (every worker's), local (this worker's own while the shared one cannot be opened) or closed (none: limited routes answer 503).",
+			ConstLabels: prometheus.Labels{"mode": name},
+		}, func() float64 {
+			if mode() == name {
+				return 1
+			}
+			return 0
+		}))
+	}
+}
 
 // Hit counts a result-cache hit.
 func (m *Metrics) Hit() { m.prot.cacheHit.Inc() }
