@@ -39,7 +39,9 @@ func slowCrashLoop(ctx context.Context, cause error, stderr io.Writer) {
 		log.WithError(err).Warn("configuration failures not counted")
 	}
 	wait := crashloop.Delay(n)
-	_ = notify.New(logrus.NewEntry(log)).Status(fmt.Sprintf("bad configuration, failure %d in a row; exiting in %s, then systemd restarts the worker: %v", n, wait, cause))
+	notifier := notify.New(logrus.NewEntry(log))
+	_ = notifier.Status(fmt.Sprintf("bad configuration, failure %d in a row; exiting in %s, then systemd restarts the worker: %v", n, wait, cause))
+	_ = notifier.Close() // the status is sent; the process exits after the wait
 	sigc := make(chan os.Signal, 1)
 	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigc)

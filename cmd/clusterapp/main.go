@@ -33,8 +33,12 @@ type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
-// configError is an invalid configuration.
-type configError struct{ err error }
+// configError is an invalid configuration; logged says it was already
+// written to stderr, so main does not repeat it.
+type configError struct {
+	err    error
+	logged bool
+}
 
 func (e configError) Error() string { return e.err.Error() }
 func (e configError) Unwrap() error { return e.err }
@@ -54,7 +58,9 @@ func main() {
 		fmt.Fprintf(os.Stderr, "clusterapp: %v\nRun 'clusterapp help' for usage.\n", err)
 		code = exitUsage
 	case errors.As(err, &ce):
-		fmt.Fprintf(os.Stderr, "clusterapp: %v\n", err)
+		if !ce.logged {
+			fmt.Fprintf(os.Stderr, "clusterapp: %v\n", err)
+		}
 		code = exitConfig
 	default:
 		fmt.Fprintf(os.Stderr, "clusterapp: %v\n", err)

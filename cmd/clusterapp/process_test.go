@@ -282,6 +282,31 @@ func TestBadConfigExits78WithOneLine(t *testing.T) {
 	}
 }
 
+// Settings systemd applies (through the generator) do not stop a worker
+// when they are invalid: it warns and serves, as the generator fell back to
+// their defaults. The listen address stops only a standalone worker, which
+// must bind it (issue 11).
+func TestUnitSettingsDoNotStopTheWorker(t *testing.T) {
+	sock, n := newSharedSocket(t), newNotifySocket(t)
+	w := startWorker(t, &sock, n, "CLUSTERAPP_WORKERS=many", "CLUSTERAPP_LIMIT_NOFILE=10", "CLUSTERAPP_LISTEN=localhost:1")
+	n.waitFor(t, "READY=1", 10*time.Second)
+	for _, want := range []string{`CLUSTERAPP_WORKERS=\"many\" is invalid`, `CLUSTERAPP_LIMIT_NOFILE=\"10\" is invalid`, `CLUSTERAPP_LISTEN=\"localhost:1\" is invalid`, "the worker serves on"} {
+		if !strings.Contains(w.stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, w.stderr)
+		}
+	}
+	w.signal(t, syscall.SIGTERM)
+	w.wait(t, 10*time.Second)
+
+	standalone := startWorker(t, nil, nil, "CLUSTERAPP_LISTEN=localhost:1")
+	if code := standalone.wait(t, 10*time.Second); code != exitConfig {
+		t.Fatalf("a standalone worker with an invalid listen address: exit %d, want %d", code, exitConfig)
+	}
+	if !strings.Contains(standalone.stderr.String(), `"localhost" is not an IP address`) {
+		t.Fatalf("stderr %q", standalone.stderr)
+	}
+}
+
 func TestConnectionSocketRefused(t *testing.T) {
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	defer l.Close()
@@ -375,6 +400,28 @@ func TestStandaloneBindsListenAddress(t *testing.T) {
 	}
 }
 
+// A port alone means every address, as in ListenStream=.
+func TestStandaloneBindsPortAlone(t *testing.T) {
+	l, _ := net.Listen("tcp", ":0")
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	w := startWorker(t, nil, nil, fmt.Sprintf("CLUSTERAPP_LISTEN=%d", port))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := (&http.Client{Timeout: time.Second}).Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", port))
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a worker given port %d alone never answered on 127.0.0.1: %v\n%s", port, err, w.stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	w.signal(t, syscall.SIGINT)
+	w.wait(t, 10*time.Second)
+}
+
 // A worker that balances (shared table in RUNTIME_DIRECTORY) and is stopped
 // while idle drains in no time: its exit must still be clean. The heartbeat
 // goroutine's last write went to the table after the table was unmapped once
@@ -450,9 +497,20 @@ func TestBadConfigRestartsSlowDown(t *testing.T) {
 	n := newNotifySocket(t)
 	w := startWorker(t, nil, n, bad...)
 	n.waitFor(t, "exiting in 30s", 10*time.Second)
+	// The reason is in the journal while the worker waits, not 30s later
+	// (issue 11), and only once.
+	const reason = `invalid configuration: CLUSTERAPP_FIB_MAX_N="bogus" is invalid`
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(w.stderr.String(), reason); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the reason is not logged while the worker waits 30s; stderr:\n%s", w.stderr)
+		}
+	}
 	w.signal(t, syscall.SIGTERM)
 	if code := w.wait(t, 5*time.Second); code != exitConfig {
 		t.Fatalf("stopped during the wait: exit %d, want %d", code, exitConfig)
+	}
+	if got := strings.Count(w.stderr.String(), reason); got != 1 {
+		t.Fatalf("the reason was logged %d times, want once; stderr:\n%s", got, w.stderr)
 	}
 
 	sock, n := newSharedSocket(t), newNotifySocket(t)

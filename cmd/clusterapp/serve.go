@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -40,9 +41,20 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return usageError{fmt.Sprintf("serve takes no arguments, got %q: settings are CLUSTERAPP_* environment variables", args)}
 	}
 	cfg, err := config.Load()
+	refused, ignored, err := workerProblems(err)
 	if err != nil {
-		slowCrashLoop(ctx, err, stderr)
-		return configError{err}
+		return err
+	}
+	if refused != nil {
+		// Said at once, then the back-off wait: an operator reading the
+		// journal must not wait up to 30 s for the reason.
+		journalPrefix := ""
+		if logging.UnderJournal() {
+			journalPrefix = "<3>" // err: journald's SyslogLevelPrefix=
+		}
+		fmt.Fprintf(stderr, "%sclusterapp: %v\n", journalPrefix, refused)
+		slowCrashLoop(ctx, refused, stderr)
+		return configError{err: refused, logged: true}
 	}
 	instance := cfg.Instance
 	if instance == "" {
@@ -53,6 +65,9 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	if unknown := config.Unknown(environKeys()); len(unknown) > 0 {
 		log.Warn(strings.Join(unknown, "; ") + ": ignored")
 	}
+	for _, p := range ignored {
+		log.WithField("variable", p.Key).Warn(p.String() + "; systemd applies this setting, not the worker, so the worker serves on (clusterapp-generator used the default)")
+	}
 
 	// Signals are caught before anything starts, so a SIGTERM that arrives
 	// while starting still drains instead of killing the process.
@@ -61,7 +76,13 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	defer signal.Stop(sigc)
 
 	setMemoryLimit(cfg, log)
-	listeners, source, err := listen.Listeners(cfg.Listen, log)
+	// Valid here: an invalid address stops a standalone worker above, and
+	// a socket-activated one holds the default instead.
+	addr, err := config.ParseListen(cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen address: %w", err)
+	}
+	listeners, source, err := listen.Listeners(addr.GoAddr(), log)
 	if err != nil {
 		return err
 	}
@@ -80,6 +101,29 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	w := newWorker(cfg, instance, log, prot, bal)
 	defer func() { _ = w.notifier.Close() }() // the process exits next; nothing to report
 	return w.run(ctx, listeners, source, sigc)
+}
+
+// workerProblems splits invalid settings into those this worker refuses to
+// start with (its own, and the listen address when it must bind it itself)
+// and those it ignores (settings systemd applies through the generator, and
+// the listen address when systemd passes the socket). Any other error is
+// returned as it is.
+func workerProblems(err error) (refused *config.Error, ignored []config.Problem, other error) {
+	var ce *config.Error
+	if !errors.As(err, &ce) {
+		return nil, nil, err
+	}
+	scopes := []config.Scope{config.ScopeWorker, config.ScopeBoth}
+	if os.Getenv("LISTEN_FDS") == "" {
+		scopes = append(scopes, config.ScopeListen)
+	}
+	refused = ce.Only(scopes...)
+	for _, p := range ce.Problems {
+		if refused == nil || !slices.Contains(refused.Problems, p) {
+			ignored = append(ignored, p)
+		}
+	}
+	return refused, ignored, nil
 }
 
 // setMemoryLimit applies GOMEMLIMIT derived from the cgroup, unless set.
