@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"path/filepath"
 	"strconv"
 
 	"github.com/clusterapp/clusterapp/service/balance"
@@ -10,14 +9,16 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// balanceTableFile is the shared connection table, in the units' common
-// RuntimeDirectory ($RUNTIME_DIRECTORY, /run/clusterapp).
-const balanceTableFile = "balance.table"
-
-// newBalancer opens the shared balance table when balancing can work: it is
-// on, the workers share a runtime directory, and the instance is a worker
-// number. Otherwise it returns nil (accept as the kernel decides) and says
-// why. The table stays mapped until the process exits.
+// newBalancer opens the shared balance table (balance.v2.1024.table in the
+// units' common RuntimeDirectory, $RUNTIME_DIRECTORY) when balancing can
+// work: it is on, the workers share a runtime directory, and the instance is
+// a worker number. Otherwise it returns nil (accept as the kernel decides)
+// and says why. It never returns an error: balancing is an optimisation, and
+// a table that cannot be opened (directory missing, read-only, full) is a
+// warning, not a reason to stop serving. It is not retried: the accept gate
+// is wired into the server once, at start; the next start of the worker
+// (restart, recycling, reload) tries again. The table stays mapped until the
+// process exits.
 func newBalancer(cfg config.Config, instance string, log *logrus.Entry) (*balance.Balancer, error) {
 	if !cfg.Balance {
 		return nil, nil
@@ -32,9 +33,10 @@ func newBalancer(cfg config.Config, instance string, log *logrus.Entry) (*balanc
 		log.WithField("instance", instance).Warnf("balancing off: the instance must be a worker number from 1 to %d", balance.Slots)
 		return nil, nil
 	}
-	b, _, err := balance.Open(filepath.Join(dir, balanceTableFile), balance.Options{Self: n - 1, MaxDefer: cfg.BalanceMaxDefer})
+	b, _, err := balance.Open(dir, balance.Options{Self: n - 1, MaxDefer: cfg.BalanceMaxDefer}, log)
 	if err != nil {
-		return nil, err
+		log.WithError(err).Warn("balancing off until this worker restarts: the shared balance table cannot be opened; the kernel spreads connections")
+		return nil, nil
 	}
 	return b, nil
 }

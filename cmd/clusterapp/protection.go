@@ -1,8 +1,8 @@
 package main
 
 import (
+	"context"
 	"os"
-	"path/filepath"
 	"runtime"
 	"time"
 
@@ -15,20 +15,22 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// rateTableFile is the shared rate-limit table, in the units' common
-// RuntimeDirectory ($RUNTIME_DIRECTORY, /run/clusterapp).
-const rateTableFile = "ratelimit.table"
-
 // protection is the spike-traffic machinery a worker is configured with:
 // built once at start, before anything serves.
 type protection struct {
 	maxInFlight int
 	cfg         config.Config
-	rateTable   *ratelimit.Table
+	limiter     *ratelimit.Limiter // nil when there is no rate limit
+	keeper      *ratelimit.Keeper  // nil when the limiter's table is this process's for good (standalone)
 }
 
-// newProtection opens the shared rate-limit table (when a limit is set) and
-// sizes admission control. The table stays mapped until the process exits.
+// newProtection sizes admission control and, when a limit is set, puts the
+// rate limiter on the shared table in the units' common RuntimeDirectory
+// ($RUNTIME_DIRECTORY, /run/clusterapp). When that table cannot be opened,
+// the limiter runs on CLUSTERAPP_RATE_LIMIT_FALLBACK (a table of its own, or
+// none: limited routes answer 503) and a goroutine retries for the life of
+// the process, until it opens. The table stays mapped until the process
+// exits. It never returns an error today; the signature keeps room for one.
 func newProtection(cfg config.Config, log *logrus.Entry) (protection, error) {
 	p := protection{cfg: cfg, maxInFlight: cfg.MaxInFlight}
 	if p.maxInFlight == 0 {
@@ -46,22 +48,12 @@ func newProtection(cfg config.Config, log *logrus.Entry) (protection, error) {
 			Warn("GOMAXPROCS is not above CLUSTERAPP_MAX_IN_FLIGHT: when every slot computes, rejections and /healthz wait for Go's 10 ms preemption; unset GOMAXPROCS or set it above the slots")
 	}
 	if cfg.RateLimit > 0 {
-		dir := os.Getenv("RUNTIME_DIRECTORY")
-		if dir == "" {
-			p.rateTable = ratelimit.NewLocal(cfg.RateLimitSlots)
-			log.Warn("no RUNTIME_DIRECTORY: the rate limit applies to this process only, not to the whole service")
-		} else {
-			t, err := ratelimit.OpenShared(filepath.Join(dir, rateTableFile), cfg.RateLimitSlots)
-			if err != nil {
-				return p, err
-			}
-			p.rateTable = t
-		}
+		p.limiter, p.keeper = newRateLimiter(cfg, log)
 	}
 	log.WithFields(logrus.Fields{
 		"max_in_flight": p.maxInFlight, "admission_wait": cfg.AdmissionWait,
 		"rate_limit": cfg.RateLimit, "rate_burst": cfg.RateBurst, "cache_entries": cfg.CacheEntries,
-		"request_timeout": cfg.RequestTimeout,
+		"request_timeout": cfg.RequestTimeout, "rate_limit_table": p.tableMode(),
 	}).Info("protection")
 	return p, nil
 }
@@ -72,18 +64,61 @@ func (p protection) apply(o *app.Options, m *metrics.Metrics) {
 		MaxInFlight: p.maxInFlight, Wait: p.cfg.AdmissionWait, RetryAfter: time.Second,
 		Exempt: app.Unprotected, Observer: m,
 	})
-	if p.rateTable != nil {
+	if p.limiter != nil {
 		trusted, _ := config.ParsePrefixes(p.cfg.TrustedProxies) // validated by config.Load
 		exempt := map[string]bool{}
 		for _, path := range app.Unprotected {
 			exempt[path] = true
 		}
 		o.RateLimit = &ratelimit.Middleware{
-			Limiter: ratelimit.NewLimiter(p.rateTable, p.cfg.RateLimit, p.cfg.RateBurst, nil),
-			Trusted: trusted, Exempt: exempt, Observer: m,
+			Limiter: p.limiter, Trusted: trusted, Exempt: exempt, Observer: m,
+			IPv4Prefix: p.cfg.RateLimitIPv4Prefix, IPv6Prefix: p.cfg.RateLimitIPv6Prefix,
 		}
+		m.WatchRateLimitTable(p.tableMode)
 	}
 	if p.cfg.CacheEntries > 0 {
 		o.Cache = cache.New(p.cfg.CacheEntries, int64(p.cfg.CacheBytes), m)
 	}
+}
+
+// newRateLimiter returns the limiter on the shared table, or on the
+// operator's fallback while that cannot be opened (keeper retries it).
+// Without a RUNTIME_DIRECTORY (a standalone worker) its table is the
+// process's own for good, and keeper is nil.
+func newRateLimiter(cfg config.Config, log *logrus.Entry) (*ratelimit.Limiter, *ratelimit.Keeper) {
+	clock, err := ratelimit.MonotonicClock()
+	if err != nil {
+		log.WithError(err).Warn("rate limit: CLOCK_MONOTONIC unreadable; this worker's times are on its own scale, bounded by the burst in the shared table")
+	}
+	l := ratelimit.NewLimiter(nil, cfg.RateLimit, cfg.RateBurst, clock)
+	dir := os.Getenv("RUNTIME_DIRECTORY")
+	if dir == "" {
+		l.SetTable(ratelimit.NewLocal(cfg.RateLimitSlots))
+		log.Warn("no RUNTIME_DIRECTORY: the rate limit applies to this process only, not to the whole service")
+		return l, nil
+	}
+	fallback := ratelimit.ModeLocal
+	if cfg.RateLimitFallback == config.RateLimitClosed {
+		fallback = ratelimit.ModeClosed
+	}
+	k := ratelimit.Keep(l, ratelimit.KeepOptions{
+		Open:     func() (*ratelimit.Table, error) { return ratelimit.OpenShared(dir, cfg.RateLimitSlots, log) },
+		Fallback: fallback, Slots: cfg.RateLimitSlots, Log: log,
+	})
+	// For the life of the process: there is no context to end it, and it
+	// returns as soon as the shared table opens (at once when it did).
+	go k.Run(context.Background())
+	return l, k
+}
+
+// tableMode names the table the rate limit is on: shared, local or closed
+// ("" without a rate limit).
+func (p protection) tableMode() string {
+	switch {
+	case p.keeper != nil:
+		return string(p.keeper.Mode())
+	case p.limiter != nil:
+		return string(ratelimit.ModeLocal)
+	}
+	return ""
 }

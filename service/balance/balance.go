@@ -38,19 +38,26 @@
 // keep-alive connection after a bounded number of requests (nginx's
 // keepalive_requests), and clients reconnect to wherever the balance sends
 // them.
+//
+// Balancing is an optimisation: when the table cannot be opened (the runtime
+// directory missing, read-only or full), Open fails and the worker accepts
+// as the kernel decides, which costs evenness, never a connection.
 package balance
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync/atomic"
 	"time"
 
 	"github.com/clusterapp/clusterapp/service/shm"
+	"github.com/sirupsen/logrus"
 )
 
-// magic marks a balance table file and its layout version.
-const magic = 0x636c7573_6261_0001
+// layoutVersion is the meaning of the words (version 1 was the same words
+// under version 1's header, in balance.table).
+const layoutVersion = 2
 
 // Slots is the largest number of workers (instances 1..Slots) balanced.
 const Slots = 1024
@@ -89,11 +96,16 @@ const (
 	reuseWeight = 16 // each event moves the average 1/16 of the way
 )
 
-// Open maps the shared table at path.
-func Open(path string, opts Options) (*Balancer, *shm.Region, error) {
-	r, err := shm.Open(path, magic, Slots*wordsPerSlot)
+// Layout is the shared table's layout; its FileName is balance.v2.1024.table.
+var Layout = shm.Layout{Kind: "balance", Version: layoutVersion, Size: Slots, Words: Slots * wordsPerSlot}
+
+// Open maps the shared table in dir (the workers' common runtime directory),
+// building it when absent or unusable. (nil, nil, err) when dir cannot be
+// used: balancing is an optimisation, and the caller serves without it.
+func Open(dir string, opts Options, log *logrus.Entry) (*Balancer, *shm.Region, error) {
+	r, err := shm.Open(dir, Layout, log)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("balance table: %w", err)
 	}
 	return New(r, opts), r, nil
 }

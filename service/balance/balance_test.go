@@ -1,9 +1,13 @@
 package balance
 
 import (
+	"io"
 	"net"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/sirupsen/logrus"
 
 	"github.com/clusterapp/clusterapp/service/shm"
 )
@@ -127,4 +131,36 @@ func TestGateFollowsConnectionReuse(t *testing.T) {
 	if !w[0].Gating() || !w[0].ShouldDefer() {
 		t.Fatal("not deferring after 16 reused connections")
 	}
+}
+
+// Workers opening the table in one directory share it; a directory that
+// cannot be used is an error for the caller to serve without balancing.
+func TestOpenSharesTheTable(t *testing.T) {
+	dir := t.TempDir()
+	c := &clock{time.Unix(1000, 0)}
+	a, ra, err := Open(dir, Options{Self: 0, Now: c.now}, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ra.Close()
+	b, rb, err := Open(dir, Options{Self: 1, Now: c.now}, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rb.Close()
+	a.Beat()
+	b.Beat()
+	a.ConnOpened()
+	if !a.ShouldDefer() || b.ShouldDefer() {
+		t.Fatal("two workers opening the table in one directory do not see each other")
+	}
+	if _, _, err := Open(filepath.Join(dir, "gone"), Options{}, quietLog()); err == nil {
+		t.Fatal("a missing directory opened")
+	}
+}
+
+func quietLog() *logrus.Entry {
+	l := logrus.New()
+	l.SetOutput(io.Discard)
+	return logrus.NewEntry(l)
 }

@@ -10,18 +10,30 @@ import (
 	"time"
 )
 
-// Observer counts limited requests (the metrics package implements it).
-type Observer interface{ Limited() }
+// Observer counts refused requests (the metrics package implements it).
+type Observer interface {
+	// Limited counts a request refused by the limit (429).
+	Limited()
+	// LimitUnavailable counts a request refused because the limiter has no
+	// table (503, FallbackClosed).
+	LimitUnavailable()
+}
 
-// Middleware limits requests by client address, answering 429 with
-// Retry-After and RateLimit-* headers (draft-ietf-httpapi-ratelimit-headers).
+// Middleware limits requests by client, answering 429 with Retry-After and
+// RateLimit-* headers (draft-ietf-httpapi-ratelimit-headers).
 type Middleware struct {
 	Limiter *Limiter
 	// Trusted proxies: only a request from one of them has its client taken
 	// from X-Forwarded-For (the rightmost address not itself trusted).
-	Trusted  []netip.Prefix
-	Exempt   map[string]bool
-	Observer Observer
+	Trusted []netip.Prefix
+	// IPv4Prefix is how many leading bits of an IPv4 client address make its
+	// key. Default 32: one budget per address.
+	IPv4Prefix int
+	// IPv6Prefix is the same for IPv6. Default 64: one budget per /64, the
+	// block one host usually holds, so rotating addresses in it gains nothing.
+	IPv6Prefix int
+	Exempt     map[string]bool
+	Observer   Observer
 }
 
 // Wrap returns next behind the limit.
@@ -32,6 +44,10 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 			return
 		}
 		d := m.Limiter.Allow(m.ClientKey(r))
+		if d.Unavailable {
+			m.unavailable(w)
+			return
+		}
 		h := w.Header()
 		h.Set("RateLimit-Limit", strconv.Itoa(d.Limit))
 		h.Set("RateLimit-Remaining", strconv.Itoa(d.Remaining))
@@ -50,27 +66,79 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 	})
 }
 
-// ClientKey is the address the limit applies to.
-func (m *Middleware) ClientKey(r *http.Request) string {
+// unavailable answers a request the limiter cannot judge: the operator chose
+// to refuse rather than to limit on a table of this worker's own.
+func (m *Middleware) unavailable(w http.ResponseWriter) {
+	if m.Observer != nil {
+		m.Observer.LimitUnavailable()
+	}
+	h := w.Header()
+	h.Set("Retry-After", ceilSeconds(UnavailableRetryAfter))
+	h.Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = w.Write([]byte(`{"error":"the shared rate-limit table is unavailable, so rate-limited routes are refused (CLUSTERAPP_RATE_LIMIT_FALLBACK=closed)","status":503}` + "\n"))
+}
+
+// ClientKey is what the limit applies to: the client's address masked to
+// IPv4Prefix or IPv6Prefix (an IPv4-mapped IPv6 address counts as IPv4),
+// the zero Addr when the peer's address cannot be parsed.
+func (m *Middleware) ClientKey(r *http.Request) netip.Addr {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
 	}
 	peer, err := netip.ParseAddr(host)
-	if err != nil || !m.trusted(peer) {
-		return host
+	if err != nil {
+		return netip.Addr{}
+	}
+	if !m.trusted(peer) {
+		return m.mask(peer)
 	}
 	hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
 	for i := len(hops) - 1; i >= 0; i-- {
-		a, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
-		if err != nil {
+		a, ok := parseHop(hops[i])
+		if !ok {
 			break // a malformed hop: trust nothing further left
 		}
 		if !m.trusted(a) {
-			return a.Unmap().String()
+			return m.mask(a)
 		}
 	}
-	return host
+	return m.mask(peer)
+}
+
+// parseHop reads one X-Forwarded-For entry: an address, ip:port, [v6]:port
+// or [v6] (proxies that copy their peer's address with its port).
+func parseHop(s string) (netip.Addr, bool) {
+	s = strings.TrimSpace(s)
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a, true
+	}
+	if len(s) > 2 && s[0] == '[' && s[len(s)-1] == ']' {
+		a, err := netip.ParseAddr(s[1 : len(s)-1])
+		return a, err == nil && a.Is6()
+	}
+	ap, err := netip.ParseAddrPort(s)
+	return ap.Addr(), err == nil
+}
+
+func (m *Middleware) mask(a netip.Addr) netip.Addr {
+	a = a.Unmap().WithZone("")
+	bits := m.IPv6Prefix
+	if bits == 0 {
+		bits = 64
+	}
+	if a.Is4() {
+		bits = m.IPv4Prefix
+		if bits == 0 {
+			bits = 32
+		}
+	}
+	p, err := a.Prefix(bits)
+	if err != nil {
+		return a // bits out of range: config.Load rejects that; keep the whole address
+	}
+	return p.Addr()
 }
 
 func (m *Middleware) trusted(a netip.Addr) bool {
