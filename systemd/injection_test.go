@@ -1,0 +1,73 @@
+package systemd_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clusterapp/clusterapp/systemd/sandbox"
+)
+
+// The reproduction of issue 11, point 2: a line systemd skips (`export`)
+// made the generator drop the whole file, moving the socket to *:8080 and
+// starting one worker per CPU while the workers ran with the file. Now the
+// generator skips that line as systemd does, with a note in the journal.
+func TestEnvFileLineSystemdSkipsIsSkipped(t *testing.T) {
+	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_LISTEN=127.0.0.1:29000\nCLUSTERAPP_WORKERS=1\nexport GODEBUG=madvdontneed=1\n"})
+	if listen := b.Show("clusterapp.socket", "Listen"); listen != "127.0.0.1:29000 (Stream)" {
+		t.Fatalf("clusterapp.socket listens on %q, want only 127.0.0.1:29000", listen)
+	}
+	if wants := b.Show("clusterapp.target", "Wants"); strings.Count(wants, "clusterapp-worker@") != 1 {
+		t.Fatalf("clusterapp.target wants %q, want one worker", wants)
+	}
+	b.Must("systemctl", "start", "clusterapp.socket")
+	out := b.Must("curl", "-sS", "--max-time", "30", "-o", "/dev/null", "-w", "%{http_code} %header{x-worker}", "http://127.0.0.1:29000/")
+	if out != "200 1" {
+		t.Fatalf("request to 127.0.0.1:29000: %q", out)
+	}
+	note := b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-t", "clusterapp-generator")
+	if !strings.Contains(note, "line 3: systemd skips this line: `export` is shell syntax") {
+		t.Fatalf("the generator did not say which line it skipped:\n%s", note)
+	}
+}
+
+// The reproduction of issue 11, point 3: carriage returns in
+// CLUSTERAPP_LISTEN made systemd read an ExecStartPre= that ran as root.
+// Now the value is refused, nothing runs, no directive appears, the socket
+// listens nowhere (it fails closed, never on the shipped *:8080), and the
+// journal says why.
+func TestListenInjectionFailsClosed(t *testing.T) {
+	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_LISTEN=\"29001\rExecStartPre=/bin/sh -c 'id > /tmp/x'\rListenStream=127.0.0.1:29000\"\n"})
+	_, startErr := b.Run("systemctl", "start", "clusterapp.socket")
+	time.Sleep(500 * time.Millisecond) // anything injected would have run by now
+	if _, err := b.Run("test", "-e", "/tmp/x"); err == nil {
+		t.Fatal("/tmp/x exists: the injected command ran")
+	}
+	if startErr == nil {
+		t.Fatal("clusterapp.socket started although its listen address is invalid")
+	}
+	unit := b.Must("systemctl", "cat", "clusterapp.socket")
+	if strings.Contains(unit, "ExecStartPre") || strings.Contains(unit, "29000") || strings.Contains(unit, "29001") {
+		t.Fatalf("the operator's value reached the unit:\n%s", unit)
+	}
+	if listen := b.Show("clusterapp.socket", "Listen"); listen != "" {
+		t.Fatalf("clusterapp.socket listens on %q; it must listen nowhere", listen)
+	}
+	ss := b.Must("ss", "-Htln")
+	for _, port := range []string{":8080", ":29000", ":29001"} {
+		if strings.Contains(ss, port+" ") {
+			t.Fatalf("something listens on %s:\n%s", port, ss)
+		}
+	}
+	why := b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-t", "clusterapp-generator", "-p", "warning")
+	if !strings.Contains(why, `CLUSTERAPP_LISTEN="29001\rExecStartPre`) || !strings.Contains(why, "clusterapp.socket will not listen anywhere until it is fixed") {
+		t.Fatalf("the journal does not say why the socket is down:\n%s", why)
+	}
+	// Fixing the file heals it.
+	b.WriteFile("/etc/clusterapp/clusterapp.env", "CLUSTERAPP_LISTEN=127.0.0.1:29000\n")
+	b.Must("systemctl", "daemon-reload")
+	b.Must("systemctl", "start", "clusterapp.socket")
+	if listen := b.Show("clusterapp.socket", "Listen"); listen != "127.0.0.1:29000 (Stream)" {
+		t.Fatalf("after the fix clusterapp.socket listens on %q", listen)
+	}
+}
