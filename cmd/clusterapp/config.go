@@ -108,7 +108,7 @@ func report(stdout io.Writer, source string, notes, problems []string) error {
 		fmt.Fprintln(stdout, "error: "+p)
 	}
 	if len(problems) > 0 {
-		return configError{fmt.Errorf("%s: %d invalid setting(s)", source, len(problems))}
+		return configError{err: fmt.Errorf("%s: %d invalid setting(s)", source, len(problems))}
 	}
 	return nil
 }
