@@ -61,11 +61,14 @@ units: build
 	  SYSTEMD_LOG_LEVEL=warning systemd-analyze verify $$tmp/clusterapp.socket $$tmp/clusterapp.target $$tmp/clusterapp-worker@.service && \
 	  systemd-analyze security --offline=true --threshold=20 $$tmp/clusterapp-worker@.service | tail -1
 
-docs: build ## regenerate the variable table in README.md
-	@echo ">> README.md variable table"
+docs: build ## regenerate the variable tables in README.md and docs/operations.md
+	@echo ">> README.md and docs/operations.md variable tables"
 	@$(BIN)/clusterapp config --markdown > .vars.md && \
 	  awk 'BEGIN{while((getline l < ".vars.md")>0) t=t l "\n"} /<!-- vars:begin -->/{print; printf "%s", t; skip=1; next} /<!-- vars:end -->/{skip=0} !skip' README.md > README.md.new && \
 	  mv README.md.new README.md && rm -f .vars.md
+	@$(BIN)/clusterapp config --markdown-invalid > .invalid.md && \
+	  awk 'BEGIN{while((getline l < ".invalid.md")>0) t=t l "\n"} /<!-- invalid:begin -->/{print; printf "%s", t; skip=1; next} /<!-- invalid:end -->/{skip=0} !skip' docs/operations.md > docs/operations.md.new && \
+	  mv docs/operations.md.new docs/operations.md && rm -f .invalid.md
 
 # packaging/build generates the environment file from the binary and runs nfpm (go tool nfpm).
 package: build ## build $(DIST)/*.deb and $(DIST)/*.rpm (version from git describe; packaging/README.md)

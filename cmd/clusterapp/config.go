@@ -23,6 +23,7 @@ func runConfig(args []string, stdout io.Writer) error {
 	fromEnv := fs.Bool("env", false, "show the settings of this process's environment instead of a file")
 	template := fs.Bool("env-template", false, "print the commented environment file")
 	markdown := fs.Bool("markdown", false, "print a markdown table of the variables")
+	invalid := fs.Bool("markdown-invalid", false, "print a markdown table of what invalid values do")
 	if err := fs.Parse(args); err != nil {
 		return usageError{fmt.Sprintf("config: %v", err)}
 	}
@@ -36,6 +37,8 @@ func runConfig(args []string, stdout io.Writer) error {
 		return config.WriteEnvTemplate(stdout)
 	case *markdown:
 		return config.WriteMarkdown(stdout)
+	case *invalid:
+		return config.WriteInvalidMarkdown(stdout)
 	case *fromEnv:
 		return printEnvConfig(stdout)
 	}

@@ -107,10 +107,15 @@ const usage = `Usage: clusterapp [COMMAND] [FLAGS]
 Commands:
   serve                 run a worker (the default): serve HTTP on the sockets systemd
                         passes (LISTEN_FDS), or bind CLUSTERAPP_LISTEN without systemd
-  config                print every CLUSTERAPP_* variable: default, effective value, description
-  config --check FILE   validate an environment file without starting anything
+  config [--file FILE]  print every CLUSTERAPP_* variable: default, value in effect (the env
+                        file, default /etc/clusterapp/clusterapp.env, read as systemd reads it)
+  config --env          the same for this process's environment (a standalone worker)
+  config --check FILE   validate an environment file without starting anything: exit 78
+                        when a value is invalid, saying what each one will do
   config --env-template print the commented environment file shipped in /etc/clusterapp
   config --markdown     print the variables as a markdown table
+  config --markdown-invalid
+                        print what an invalid value of each variable does
   generator DIR [E L]   write the units' drop-ins from /etc/clusterapp/clusterapp.env
                         (run by systemd as /usr/lib/systemd/system-generators/clusterapp-generator)
   status [--json]       one line per worker (state, PID, uptime, restarts, memory, CPU,

@@ -27,13 +27,50 @@ func WriteEnvTemplate(w io.Writer) error {
 // WriteMarkdown writes the variables as a markdown table for the README.
 func WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
-	b.WriteString("| Variable | Default | Description |\n|---|---|---|\n")
+	b.WriteString("| Variable | Default | If invalid | Description |\n|---|---|---|---|\n")
 	for _, v := range Vars() {
 		def := "`" + v.Default + "`"
 		if v.Default == "" {
 			def = "(empty)"
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", v.Key, def, strings.ReplaceAll(v.Description, "|", `\|`))
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", v.Key, def, policies[v.Scope].short, strings.ReplaceAll(v.Description, "|", `\|`))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// policy says what an invalid value of a Scope does, and why.
+type policy struct{ short, what, why string }
+
+var policies = map[Scope]policy{
+	ScopeListen: {"fails closed",
+		"clusterapp-generator resets the socket's `ListenStream=`, so `clusterapp.socket` listens **nowhere** and the workers cannot start; the journal (`journalctl -t clusterapp-generator`) says why. A standalone worker exits 78. A socket-activated worker does not use it and warns.",
+		"Any other address, the shipped `*:8080` above all, may expose the service where the operator did not mean to. A file systemd refuses as a whole (a NUL byte, invalid UTF-8) fails closed the same way."},
+	ScopeUnits: {"default, with a warning",
+		"clusterapp-generator uses the default for that variable alone and warns in the journal; the rest of the file applies. The workers warn and serve.",
+		"These size the pool and its limits. The default is safe, and one bad line must not cost the operator the rest of the file."},
+	ScopeBoth: {"units: default; the worker stops",
+		"clusterapp-generator writes `TimeoutStopSec=` from the default, with a warning; every worker exits 78 (with back-off) until it is fixed.",
+		"The drain deadline is the worker's own: draining with a deadline the operator did not choose can drop requests or hold a restart for long."},
+	ScopeWorker: {"the worker stops (78)",
+		"The worker logs the variable, the value and what is expected, then exits 78 (EX_CONFIG) after a back-off wait (250 ms doubling to 30 s, shown in `systemctl status`). The socket stays open: clients wait in the backlog, nobody is refused. Fixing the file heals the pool.",
+		"These bound what clients may do (rate limit, admission, caps, timeouts, debug routes). Serving with a default the operator did not choose could open the service wider than meant, silently."},
+}
+
+// WriteInvalidMarkdown writes, for docs/operations.md, what an invalid value
+// of each variable does and why, grouped by scope.
+func WriteInvalidMarkdown(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString("| If invalid | Variables | What happens | Why |\n|---|---|---|---|\n")
+	for _, scope := range []Scope{ScopeListen, ScopeUnits, ScopeBoth, ScopeWorker} {
+		var keys []string
+		for _, v := range Vars() {
+			if v.Scope == scope {
+				keys = append(keys, "`"+v.Key+"`")
+			}
+		}
+		p := policies[scope]
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", p.short, strings.Join(keys, ", "), p.what, p.why)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
