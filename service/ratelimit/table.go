@@ -63,10 +63,9 @@ func (t *Table) Slots() int { return len(t.cells) }
 // PRF on distinct inputs), 8 bytes of it reduced mod Slots. The bias of the
 // reduction is below 2^-40 at the largest table (2^24 cells).
 func (t *Table) slot(key netip.Addr) int {
-	in := key.As16()
-	var out [16]byte
-	t.hash.Encrypt(out[:], in[:])
-	return int(binary.LittleEndian.Uint64(out[:8]) % uint64(len(t.cells)))
+	b := key.As16()
+	t.hash.Encrypt(b[:], b[:]) // in place: one 16-byte allocation, as b escapes through the interface
+	return int(binary.LittleEndian.Uint64(b[:8]) % uint64(len(t.cells)))
 }
 
 func (t *Table) cell(i int) *uint64 { return &t.cells[i] }
