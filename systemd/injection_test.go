@@ -71,3 +71,21 @@ func TestListenInjectionFailsClosed(t *testing.T) {
 		t.Fatalf("after the fix clusterapp.socket listens on %q", listen)
 	}
 }
+
+// The reproduction of issue 11, point 6: CLUSTERAPP_INSTANCE in the
+// environment file overrode %i for every worker (EnvironmentFile= wins over
+// Environment=): one X-Worker for all, and balancing off. The name now
+// comes from the unit's command line; the variable is ignored with a
+// warning.
+func TestEnvFileCannotRenameWorkers(t *testing.T) {
+	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=2\nCLUSTERAPP_INSTANCE=evil\n"})
+	b.Start(2)
+	res := b.Load("/", "-c", "16", "-d", "2s")
+	if res.Errors() != 0 || len(res.ByHeader) != 2 || res.ByHeader["1"] == 0 || res.ByHeader["2"] == 0 {
+		t.Fatalf("requests by X-Worker %v (errors %d), want workers 1 and 2 only", res.ByHeader, res.Errors())
+	}
+	j := b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-u", "clusterapp-worker@1.service")
+	if !strings.Contains(j, "CLUSTERAPP_INSTANCE is not read") || strings.Contains(j, "balancing off") {
+		t.Fatalf("worker 1's journal:\n%s", j)
+	}
+}

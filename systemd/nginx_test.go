@@ -47,7 +47,7 @@ func TestNginxFront(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=1\nCLUSTERAPP_LISTEN=" + host1 + "\n"})
 	b.Start(1)
 	b.Must("systemd-run", "--unit=clusterapp-host2", "-E", "CLUSTERAPP_LISTEN="+host2,
-		"-E", "CLUSTERAPP_INSTANCE=host2", "/usr/bin/clusterapp", "serve")
+		"/usr/bin/clusterapp", "serve", "--instance=host2")
 	b.Eventually(10*time.Second, "host2 ready", func() bool {
 		_, err := b.Run("curl", "-sSf", "--max-time", "2", "-o", "/dev/null", "http://"+host2+"/readyz")
 		return err == nil

@@ -14,21 +14,22 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// configFailures is this worker's count of configuration failures in a row,
-// when it runs under systemd with a RuntimeDirectory (package crashloop).
-func configFailures() (crashloop.Counter, bool) {
+// configFailures is the count of configuration failures in a row of worker
+// instance, when it runs under systemd with a RuntimeDirectory (package
+// crashloop).
+func configFailures(instance string) (crashloop.Counter, bool) {
 	dir := os.Getenv("RUNTIME_DIRECTORY")
 	if dir == "" {
 		return crashloop.Counter{}, false
 	}
-	return crashloop.New(dir, os.Getenv("CLUSTERAPP_INSTANCE")), true
+	return crashloop.New(dir, instance), true
 }
 
 // slowCrashLoop waits before a worker with a bad configuration exits, longer
 // at each failure in a row, and says why in STATUS=. SIGTERM or SIGINT end
 // the wait.
-func slowCrashLoop(ctx context.Context, cause error, stderr io.Writer) {
-	counter, ok := configFailures()
+func slowCrashLoop(ctx context.Context, instance string, cause error, stderr io.Writer) {
+	counter, ok := configFailures(instance)
 	if !ok {
 		return
 	}

@@ -17,7 +17,7 @@ import (
 func TestSIGTERMLosesNoRequest(t *testing.T) {
 	sock := newSharedSocket(t)
 	n1, n2 := newNotifySocket(t), newNotifySocket(t)
-	w1 := startWorker(t, &sock, n1, "CLUSTERAPP_INSTANCE=1")
+	w1 := startWorker(t, &sock, n1, "--instance=1")
 	n1.waitFor(t, "READY=1", 10*time.Second)
 
 	type outcome struct {
@@ -34,7 +34,7 @@ func TestSIGTERMLosesNoRequest(t *testing.T) {
 	// Worker 1 alone holds every keep-alive connection; worker 2 joins, and
 	// then worker 1 drains: all its clients must move over without a failure.
 	time.Sleep(500 * time.Millisecond)
-	w2 := startWorker(t, &sock, n2, "CLUSTERAPP_INSTANCE=2")
+	w2 := startWorker(t, &sock, n2, "--instance=2")
 	n2.waitFor(t, "READY=1", 10*time.Second)
 	w1.signal(t, syscall.SIGTERM)
 	n1.waitFor(t, "STOPPING=1", 5*time.Second)

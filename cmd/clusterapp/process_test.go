@@ -166,13 +166,27 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// splitFlags separates serve's flags (entries starting with "--", such as
+// --instance=N, as the unit passes %i) from the environment (NAME=value).
+func splitFlags(env []string) (flags, vars []string) {
+	for _, e := range env {
+		if strings.HasPrefix(e, "--") {
+			flags = append(flags, e)
+		} else {
+			vars = append(vars, e)
+		}
+	}
+	return flags, vars
+}
+
 // startWorker runs the binary with the shared socket as fd 3 under socket
 // activation. LISTEN_PID must be the worker's own PID, which only exists once
 // it starts: a shell sets it to $$ and execs the binary, keeping that PID.
 func startWorker(t *testing.T, sock *sharedSocket, n *notifySocket, env ...string) *proc {
 	t.Helper()
-	cmd := exec.Command("/bin/sh", "-c", `LISTEN_PID=$$ exec "$0" serve`, binary)
-	cmd.Env = append([]string{"PATH=/usr/bin:/bin", "CLUSTERAPP_DEBUG_ENDPOINTS=true"}, env...)
+	flags, vars := splitFlags(env)
+	cmd := exec.Command("/bin/sh", append([]string{"-c", `LISTEN_PID=$$ exec "$0" serve "$@"`, binary}, flags...)...)
+	cmd.Env = append([]string{"PATH=/usr/bin:/bin", "CLUSTERAPP_DEBUG_ENDPOINTS=true"}, vars...)
 	if sock != nil {
 		cmd.Env = append(cmd.Env, "LISTEN_FDS=1")
 		cmd.ExtraFiles = []*os.File{sock.file}
@@ -232,7 +246,7 @@ func get(t *testing.T, url string) (*http.Response, string) {
 
 func TestReadyOnlyOnceServing(t *testing.T) {
 	sock, n := newSharedSocket(t), newNotifySocket(t)
-	startWorker(t, &sock, n, "CLUSTERAPP_INSTANCE=3")
+	startWorker(t, &sock, n, "--instance=3")
 	n.waitFor(t, "READY=1", 10*time.Second)
 	// right at READY the worker answers through the inherited socket
 	resp, body := get(t, "http://"+sock.addr+"/")
@@ -243,6 +257,25 @@ func TestReadyOnlyOnceServing(t *testing.T) {
 		t.Fatalf("first notification %q, want READY=1 with a status line", msgs[0])
 	}
 	n.waitFor(t, "STATUS=serving: 1 requests served", 5*time.Second)
+}
+
+// The worker's name comes from its unit instance (--instance %i); the
+// environment file cannot rename it (issue 11: CLUSTERAPP_INSTANCE there
+// named every worker alike and turned balancing off).
+func TestInstanceComesFromTheUnitNotTheEnvironment(t *testing.T) {
+	sock, n := newSharedSocket(t), newNotifySocket(t)
+	w := startWorker(t, &sock, n, "--instance=2", "CLUSTERAPP_INSTANCE=evil")
+	n.waitFor(t, "READY=1", 10*time.Second)
+	if resp, _ := get(t, "http://"+sock.addr+"/"); resp.Header.Get("X-Worker") != "2" {
+		t.Fatalf("X-Worker %q, want the instance, 2", resp.Header.Get("X-Worker"))
+	}
+	if !strings.Contains(w.stderr.String(), "CLUSTERAPP_INSTANCE is not read: a worker's name is its unit instance") {
+		t.Fatalf("no warning about CLUSTERAPP_INSTANCE; stderr:\n%s", w.stderr)
+	}
+	bad := startWorker(t, nil, nil, "--instance=a b")
+	if code := bad.wait(t, 10*time.Second); code != exitUsage || !strings.Contains(bad.stderr.String(), `serve --instance "a b"`) {
+		t.Fatalf("an invalid --instance: exit %d, stderr %q", code, bad.stderr)
+	}
 }
 
 func TestWatchdogPingsStopWhenWedged(t *testing.T) {
@@ -385,7 +418,7 @@ func TestStandaloneBindsListenAddress(t *testing.T) {
 		if err == nil {
 			resp.Body.Close()
 			if !strings.HasPrefix(resp.Header.Get("X-Worker"), "pid-") {
-				t.Fatalf("X-Worker %q, want pid-<PID> without CLUSTERAPP_INSTANCE", resp.Header.Get("X-Worker"))
+				t.Fatalf("X-Worker %q, want pid-<PID> without --instance", resp.Header.Get("X-Worker"))
 			}
 			break
 		}
@@ -431,7 +464,7 @@ func TestBalancingWorkerStopsCleanly(t *testing.T) {
 	dir := t.TempDir()
 	for i := range 20 {
 		sock, n := newSharedSocket(t), newNotifySocket(t)
-		w := startWorker(t, &sock, n, "CLUSTERAPP_INSTANCE=1", "RUNTIME_DIRECTORY="+dir)
+		w := startWorker(t, &sock, n, "--instance=1", "RUNTIME_DIRECTORY="+dir)
 		n.waitFor(t, "READY=1", 10*time.Second)
 		w.signal(t, syscall.SIGTERM)
 		if code := w.wait(t, 10*time.Second); code != 0 {
@@ -476,7 +509,7 @@ func TestGOMAXPROCSAboveAdmissionSlots(t *testing.T) {
 func TestBadConfigRestartsSlowDown(t *testing.T) {
 	dir := t.TempDir()
 	count := filepath.Join(dir, "config-failures.7")
-	bad := []string{"CLUSTERAPP_INSTANCE=7", "RUNTIME_DIRECTORY=" + dir, "CLUSTERAPP_FIB_MAX_N=bogus"}
+	bad := []string{"--instance=7", "RUNTIME_DIRECTORY=" + dir, "CLUSTERAPP_FIB_MAX_N=bogus"}
 	for i := 1; i <= 3; i++ {
 		n := newNotifySocket(t)
 		w := startWorker(t, nil, n, bad...)
@@ -514,7 +547,7 @@ func TestBadConfigRestartsSlowDown(t *testing.T) {
 	}
 
 	sock, n := newSharedSocket(t), newNotifySocket(t)
-	w = startWorker(t, &sock, n, "CLUSTERAPP_INSTANCE=7", "RUNTIME_DIRECTORY="+dir)
+	w = startWorker(t, &sock, n, "--instance=7", "RUNTIME_DIRECTORY="+dir)
 	n.waitFor(t, "READY=1", 10*time.Second)
 	w.signal(t, syscall.SIGTERM)
 	w.wait(t, 10*time.Second)
@@ -527,7 +560,7 @@ func TestBadConfigRestartsSlowDown(t *testing.T) {
 // and how many accepts it put off and for how long.
 func TestBalanceGateInMetrics(t *testing.T) {
 	sock, n := newSharedSocket(t), newNotifySocket(t)
-	w := startWorker(t, &sock, n, "CLUSTERAPP_INSTANCE=1", "RUNTIME_DIRECTORY="+t.TempDir())
+	w := startWorker(t, &sock, n, "--instance=1", "RUNTIME_DIRECTORY="+t.TempDir())
 	n.waitFor(t, "READY=1", 10*time.Second)
 	_, metrics := get(t, "http://"+sock.addr+"/metrics")
 	for _, want := range []string{"clusterapp_balance_gate_open 1\n", "clusterapp_balance_accept_deferred_seconds_count 0\n"} {

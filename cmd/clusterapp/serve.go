@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -37,8 +38,9 @@ var errCrashed = errors.New("crashed on request (/debug/crash)")
 
 // runServe runs one worker until SIGTERM/SIGINT or recycling, then drains.
 func runServe(ctx context.Context, args []string, stderr io.Writer) error {
-	if len(args) > 0 {
-		return usageError{fmt.Sprintf("serve takes no arguments, got %q: settings are CLUSTERAPP_* environment variables", args)}
+	instance, err := parseServeFlags(args)
+	if err != nil {
+		return err
 	}
 	cfg, err := config.Load()
 	refused, ignored, err := workerProblems(err)
@@ -53,12 +55,8 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 			journalPrefix = "<3>" // err: journald's SyslogLevelPrefix=
 		}
 		fmt.Fprintf(stderr, "%sclusterapp: %v\n", journalPrefix, refused)
-		slowCrashLoop(ctx, refused, stderr)
+		slowCrashLoop(ctx, instance, refused, stderr)
 		return configError{err: refused, logged: true}
-	}
-	instance := cfg.Instance
-	if instance == "" {
-		instance = fmt.Sprintf("pid-%d", os.Getpid())
 	}
 	logger := logging.New(logging.Options{Format: string(cfg.LogFormat), Level: logrus.Level(cfg.LogLevel), Journal: logging.UnderJournal(), Out: stderr})
 	log := logger.WithField("worker", instance)
@@ -101,6 +99,24 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	w := newWorker(cfg, instance, log, prot, bal)
 	defer func() { _ = w.notifier.Close() }() // the process exits next; nothing to report
 	return w.run(ctx, listeners, source, sigc)
+}
+
+// parseServeFlags reads serve's command line: the worker's name, which the
+// unit passes from its instance (--instance %i); pid-<PID> without it.
+func parseServeFlags(args []string) (instance string, err error) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&instance, "instance", fmt.Sprintf("pid-%d", os.Getpid()), "the worker's `name`: X-Worker, logs, metrics; a number from 1 to 1024 takes part in balancing")
+	if err := fs.Parse(args); err != nil {
+		return "", usageError{fmt.Sprintf("serve: %v; settings are CLUSTERAPP_* environment variables", err)}
+	}
+	if fs.NArg() > 0 {
+		return "", usageError{fmt.Sprintf("serve takes no arguments, got %q: settings are CLUSTERAPP_* environment variables", fs.Args())}
+	}
+	if !config.ValidInstance(instance) {
+		return "", usageError{fmt.Sprintf("serve --instance %q: expected letters, digits, '.', '_', '-' or '@', at most 64 of them", instance)}
+	}
+	return instance, nil
 }
 
 // workerProblems splits invalid settings into those this worker refuses to
@@ -202,7 +218,7 @@ func (w *worker) run(ctx context.Context, listeners []net.Listener, source liste
 	}
 	w.startWatchdog(ctx)
 	_ = w.notifier.Ready(w.status()) // failures are logged by the notifier
-	if counter, ok := configFailures(); ok {
+	if counter, ok := configFailures(w.instance); ok {
 		if err := counter.Reset(); err != nil {
 			w.log.WithError(err).Warn("configuration failures not cleared")
 		}

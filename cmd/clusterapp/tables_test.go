@@ -20,7 +20,7 @@ import (
 // and a burst of 3, so a 4th request in a row is refused however slow the
 // machine.
 func tableEnv(dir string, extra ...string) []string {
-	return append([]string{"CLUSTERAPP_INSTANCE=1", "RUNTIME_DIRECTORY=" + dir, "CLUSTERAPP_RATE_LIMIT=0.1", "CLUSTERAPP_RATE_BURST=3"}, extra...)
+	return append([]string{"--instance=1", "RUNTIME_DIRECTORY=" + dir, "CLUSTERAPP_RATE_LIMIT=0.1", "CLUSTERAPP_RATE_BURST=3"}, extra...)
 }
 
 // codes sends n requests to path and returns their status codes.
@@ -160,9 +160,10 @@ func startReadOnly(t *testing.T, sock *sharedSocket, n *notifySocket, dir string
 	if _, err := exec.LookPath("unshare"); err != nil {
 		t.Skip("needs unshare (util-linux) to mount the directory read-only as root")
 	}
-	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
-		`mount --bind -o ro "$1" "$1" && LISTEN_PID=$$ exec "$0" serve`, binary, dir)
-	cmd.Env = append([]string{"PATH=/usr/bin:/bin:/usr/sbin:/sbin", "LISTEN_FDS=1", "NOTIFY_SOCKET=" + n.path}, env...)
+	flags, vars := splitFlags(env)
+	cmd := exec.Command("unshare", append([]string{"--mount", "--propagation", "private", "/bin/sh", "-c",
+		`d=$1; shift; mount --bind -o ro "$d" "$d" && LISTEN_PID=$$ exec "$0" serve "$@"`, binary, dir}, flags...)...)
+	cmd.Env = append([]string{"PATH=/usr/bin:/bin:/usr/sbin:/sbin", "LISTEN_FDS=1", "NOTIFY_SOCKET=" + n.path}, vars...)
 	cmd.ExtraFiles = []*os.File{sock.file}
 	w := &proc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = w.stderr

@@ -34,8 +34,6 @@ type Config struct {
 	MemoryHigh  string        `envconfig:"MEMORY_HIGH" default:"" scope:"units" desc:"the workers' MemoryHigh= (throttling threshold), e.g. 512M or 40%; empty means none"`
 	MemoryMax   string        `envconfig:"MEMORY_MAX" default:"" scope:"units" desc:"the workers' MemoryMax= (hard limit, OOM kill above it), e.g. 768M or 50%; empty means none"`
 
-	Instance string `envconfig:"INSTANCE" default:"" desc:"worker name sent in the X-Worker header and metrics; the unit sets it to the instance (%i); empty means pid-<PID>"`
-
 	FibMaxN int `envconfig:"FIB_MAX_N" default:"45" desc:"largest n accepted by /fib (recursive Fibonacci; n=45 costs seconds of CPU)"`
 
 	ReadHeaderTimeout time.Duration `envconfig:"READ_HEADER_TIMEOUT" default:"5s" desc:"time a client has to send its request headers (slowloris guard)"`

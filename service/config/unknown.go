@@ -2,6 +2,14 @@ package config
 
 import "strings"
 
+// retired are variables no longer read, with what replaced them.
+var retired = map[string]string{
+	// EnvironmentFile= wins over the unit's Environment=, so an operator's
+	// file could give every worker one name: one X-Worker for all, and no
+	// balancing (issue 11).
+	Prefix + "_INSTANCE": "a worker's name is its unit instance (%i), passed by systemd as `clusterapp serve --instance %i`; an environment file cannot set it",
+}
+
 // Unknown returns the CLUSTERAPP_* names in keys that are not part of the
 // specification, each with a suggestion when a known name is close (a typo
 // such as CLUSTERAPP_WORKER for CLUSTERAPP_WORKERS would otherwise be
@@ -9,6 +17,10 @@ import "strings"
 func Unknown(keys []string) []string {
 	var out []string
 	for _, k := range keys {
+		if why, ok := retired[k]; ok {
+			out = append(out, k+" is not read: "+why)
+			continue
+		}
 		if !strings.HasPrefix(k, Prefix+"_") || known(k) {
 			continue
 		}

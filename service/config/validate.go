@@ -39,7 +39,6 @@ func (c Config) validate() []Problem {
 	check("LIMIT_NOFILE", itoa(c.LimitNOFILE), c.LimitNOFILE >= 1024 && c.LimitNOFILE <= 1<<30, "a whole number from 1024 to 1073741824")
 	check("MEMORY_HIGH", c.MemoryHigh, validMemory(c.MemoryHigh), "empty, a size such as 512M or 2G, or a percentage such as 40%")
 	check("MEMORY_MAX", c.MemoryMax, validMemory(c.MemoryMax), "empty, a size such as 768M or 2G, or a percentage such as 50%")
-	check("INSTANCE", c.Instance, validInstance(c.Instance), "letters, digits, '.', '_', '-' or '@', at most 64 of them")
 	check("FIB_MAX_N", itoa(c.FibMaxN), c.FibMaxN >= 0 && c.FibMaxN <= 60, "a whole number from 0 to 60")
 	check("READ_HEADER_TIMEOUT", formatDuration(c.ReadHeaderTimeout), within(c.ReadHeaderTimeout, 1, time.Hour), "a positive duration up to 1h, such as 5s")
 	for _, d := range []struct {
@@ -80,7 +79,9 @@ func detail(err error) string {
 	return " (" + err.Error() + ")"
 }
 
-func validInstance(s string) bool {
+// ValidInstance reports whether s may name a worker (`serve --instance`,
+// the unit's %i): letters, digits, '.', '_', '-' or '@', at most 64 of them.
+func ValidInstance(s string) bool {
 	if len(s) > 64 {
 		return false
 	}
