@@ -31,7 +31,12 @@ func runGenerator(args []string, stderr io.Writer) error {
 // console), so a line is sent to the journal directly when journald is
 // there (every `systemctl daemon-reload`), else to the kernel log, which
 // journald reads once it starts (the first run, early at boot), else to
-// stderr.
+// stderr. systemd's own system generators write to the kernel log only, to
+// never wait on a service while PID 1 waits on them; a datagram to
+// journald's socket (an 8 MiB receive buffer) waits only if journald has
+// stopped reading, and the kernel log rate-limits writers to about ten lines
+// in five seconds, which a file with many problems exceeds. The journal
+// first, then.
 func generatorLog(priority journal.Priority, stderr io.Writer) func(string) {
 	return func(msg string) {
 		if journal.Enabled() {

@@ -12,6 +12,7 @@ import (
 	"github.com/clusterapp/clusterapp/service/config"
 	"github.com/clusterapp/clusterapp/service/metrics"
 	"github.com/clusterapp/clusterapp/service/ratelimit"
+	"github.com/clusterapp/clusterapp/service/shm"
 	"github.com/sirupsen/logrus"
 )
 
@@ -86,7 +87,7 @@ func (p protection) apply(o *app.Options, m *metrics.Metrics) {
 // Without a RUNTIME_DIRECTORY (a standalone worker) its table is the
 // process's own for good, and keeper is nil.
 func newRateLimiter(cfg config.Config, log *logrus.Entry) (*ratelimit.Limiter, *ratelimit.Keeper) {
-	clock, err := ratelimit.MonotonicClock()
+	clock, err := shm.MonotonicClock()
 	if err != nil {
 		log.WithError(err).Warn("rate limit: CLOCK_MONOTONIC unreadable; this worker's times are on its own scale, bounded by the burst in the shared table")
 	}

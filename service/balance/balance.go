@@ -62,7 +62,8 @@ const layoutVersion = 2
 // Slots is the largest number of workers (instances 1..Slots) balanced.
 const Slots = 1024
 
-// wordsPerSlot: heartbeat (unix ns; 0 = not serving), open connections.
+// wordsPerSlot: heartbeat (ns on CLOCK_MONOTONIC, see shm.Clock; 0 = not
+// serving), open connections.
 const wordsPerSlot = 2
 
 // Options configure a Balancer.
@@ -77,8 +78,9 @@ type Options struct {
 	Heartbeat time.Duration
 	// StaleAfter ignores a worker whose heartbeat is older. Default 500ms.
 	StaleAfter time.Duration
-	// Now defaults to time.Now.
-	Now func() time.Time
+	// Clock stamps heartbeats; default shm.MonotonicClock, on which a
+	// wall-clock step can neither revive a dead worker nor bury a live one.
+	Clock shm.Clock
 }
 
 // Balancer is one worker's view of the shared table.
@@ -124,8 +126,8 @@ func New(r *shm.Region, opts Options) *Balancer {
 	if opts.StaleAfter == 0 {
 		opts.StaleAfter = 500 * time.Millisecond
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.Clock == nil {
+		opts.Clock, _ = shm.MonotonicClock() // on error it counts from now: heartbeats then go stale on others, never fresh
 	}
 	b := &Balancer{opts: opts, words: r.Words()}
 	b.reuse.Store(reuseOne)
@@ -143,7 +145,7 @@ func (b *Balancer) ConnClosed() { atomic.StoreUint64(b.slot(b.opts.Self, 1), uin
 
 // Beat marks this worker alive now.
 func (b *Balancer) Beat() {
-	atomic.StoreUint64(b.slot(b.opts.Self, 0), uint64(b.opts.Now().UnixNano()))
+	atomic.StoreUint64(b.slot(b.opts.Self, 0), uint64(b.opts.Clock()))
 }
 
 // Leave marks this worker as not accepting (draining or exiting), so the
@@ -187,7 +189,7 @@ func (b *Balancer) ShouldDefer() bool {
 		return false
 	}
 	mine := int64(atomic.LoadUint64(b.slot(b.opts.Self, 1)))
-	now := b.opts.Now().UnixNano()
+	now := int64(b.opts.Clock())
 	stale := b.opts.StaleAfter.Nanoseconds()
 	for i := range Slots {
 		if i == b.opts.Self {

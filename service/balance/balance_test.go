@@ -8,27 +8,28 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
 
 	"github.com/clusterapp/clusterapp/service/shm"
 )
 
-type clock struct{ t time.Time }
+type clock struct{ t time.Duration }
 
-func (c *clock) now() time.Time { return c.t }
+func (c *clock) now() time.Duration { return c.t }
 
 // pool returns n balancers over one region, as n workers would see it.
 func pool(n int, c *clock) []*Balancer {
 	r := shm.Local(Slots * wordsPerSlot)
 	bs := make([]*Balancer, n)
 	for i := range bs {
-		bs[i] = New(r, Options{Self: i, Now: c.now, MaxDefer: 50 * time.Millisecond})
+		bs[i] = New(r, Options{Self: i, Clock: c.now, MaxDefer: 50 * time.Millisecond})
 		bs[i].Beat()
 	}
 	return bs
 }
 
 func TestDefersToALessLoadedLiveWorker(t *testing.T) {
-	c := &clock{time.Unix(1000, 0)}
+	c := &clock{1000 * time.Second}
 	w := pool(3, c)
 	if w[0].ShouldDefer() {
 		t.Fatal("deferring with equal loads")
@@ -50,11 +51,11 @@ func TestDefersToALessLoadedLiveWorker(t *testing.T) {
 }
 
 func TestIgnoresDeadAndDrainingWorkers(t *testing.T) {
-	c := &clock{time.Unix(1000, 0)}
+	c := &clock{1000 * time.Second}
 	w := pool(3, c)
 	w[0].ConnOpened()
 	w[1].Leave() // draining
-	c.t = c.t.Add(time.Second)
+	c.t += time.Second
 	w[0].Beat() // worker 2 stopped beating a second ago: frozen or dead
 	if w[0].ShouldDefer() {
 		t.Fatal("deferring to a draining and a stale worker would black-hole connections")
@@ -62,7 +63,7 @@ func TestIgnoresDeadAndDrainingWorkers(t *testing.T) {
 }
 
 func TestAcceptIsDeferredAtMostMaxDefer(t *testing.T) {
-	c := &clock{time.Unix(1000, 0)}
+	c := &clock{1000 * time.Second}
 	w := pool(2, c)
 	for range 5 {
 		w[0].ConnOpened()
@@ -113,7 +114,7 @@ func (d *deferrals) AcceptDeferred(time.Duration) { d.n++ }
 // would only cost: the kernel spreads such connections as they come); the
 // gate comes back as soon as connections are reused again.
 func TestGateFollowsConnectionReuse(t *testing.T) {
-	c := &clock{time.Unix(1000, 0)}
+	c := &clock{1000 * time.Second}
 	w := pool(2, c)
 	w[0].ConnOpened()
 	if !w[0].Gating() || !w[0].ShouldDefer() {
@@ -137,13 +138,13 @@ func TestGateFollowsConnectionReuse(t *testing.T) {
 // cannot be used is an error for the caller to serve without balancing.
 func TestOpenSharesTheTable(t *testing.T) {
 	dir := t.TempDir()
-	c := &clock{time.Unix(1000, 0)}
-	a, ra, err := Open(dir, Options{Self: 0, Now: c.now}, quietLog())
+	c := &clock{1000 * time.Second}
+	a, ra, err := Open(dir, Options{Self: 0, Clock: c.now}, quietLog())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ra.Close()
-	b, rb, err := Open(dir, Options{Self: 1, Now: c.now}, quietLog())
+	b, rb, err := Open(dir, Options{Self: 1, Clock: c.now}, quietLog())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,4 +164,18 @@ func quietLog() *logrus.Entry {
 	l := logrus.New()
 	l.SetOutput(io.Discard)
 	return logrus.NewEntry(l)
+}
+
+// Heartbeats are on CLOCK_MONOTONIC by default, not the wall clock: a
+// clock stepped back an hour made a dead worker's last beat look fresh for
+// that hour, and the others kept deferring to it.
+func TestHeartbeatIsOnTheMonotonicClock(t *testing.T) {
+	var before, after unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &before)
+	b := New(shm.Local(Slots*wordsPerSlot), Options{Self: 3})
+	b.Beat()
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &after)
+	if beat := int64(b.words[3*wordsPerSlot]); beat < before.Nano() || beat > after.Nano() {
+		t.Fatalf("heartbeat %d, not between CLOCK_MONOTONIC readings %d and %d", beat, before.Nano(), after.Nano())
+	}
 }

@@ -12,7 +12,7 @@
 // burst b but needs a single word of state, the "theoretical arrival time"
 // (TAT).
 //
-// Time. TATs are points on CLOCK_MONOTONIC (see Clock), which every process
+// Time. TATs are points on CLOCK_MONOTONIC (see shm.Clock), which every process
 // on the host shares and which never steps; version 1 stored wall-clock time,
 // and a clock stepped back an hour refused clients for an hour. Every TAT read
 // is also bounded by now plus one full burst, the furthest a correct table

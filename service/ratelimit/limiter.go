@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"github.com/clusterapp/clusterapp/service/shm"
 	"math"
 	"net/netip"
 	"sync/atomic"
@@ -19,13 +20,13 @@ type Limiter struct {
 	interval int64                 // ns between requests at the sustained rate (GCRA's T)
 	tau      int64                 // how far ahead of now a key may run (GCRA's tolerance): (Burst-1)*T
 	burst    int
-	now      Clock
+	now      shm.Clock
 }
 
 // NewLimiter returns a limiter over table (nil: none yet, see SetTable).
 // rate must be > 0 and burst >= 1; now is the clock the table's times are
-// on (MonotonicClock in production).
-func NewLimiter(table *Table, rate float64, burst int, now Clock) *Limiter {
+// on (shm.MonotonicClock in production).
+func NewLimiter(table *Table, rate float64, burst int, now shm.Clock) *Limiter {
 	interval := int64(math.Round(float64(time.Second) / rate))
 	l := &Limiter{interval: interval, tau: int64(burst-1) * interval, burst: burst, now: now}
 	l.SetTable(table)

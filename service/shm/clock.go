@@ -1,4 +1,4 @@
-package ratelimit
+package shm
 
 import (
 	"fmt"
@@ -8,14 +8,15 @@ import (
 )
 
 // Clock returns the time on CLOCK_MONOTONIC: time since boot, on the same
-// scale in every process on the host. GCRA state stored in a shared table is
-// a point on this clock.
+// scale in every process on the host. Every time stored in a shared table
+// (the rate limit's GCRA state, the balance heartbeats) is a point on it.
 //
 // Not wall-clock time: a wall clock stepped back an hour (NTP, an operator,
-// a VM restored) left every stored state an hour in the future, and clients
-// were refused with retry_after=59m58s; the preserved runtime directory kept
-// that across restarts. CLOCK_MONOTONIC never steps, and /run is a tmpfs
-// emptied at boot, the only time that clock starts again.
+// a VM restored) left every stored rate-limit state an hour in the future,
+// and clients were refused with retry_after=59m58s (the preserved runtime
+// directory kept that across restarts); a dead worker's heartbeat looked an
+// hour fresh. CLOCK_MONOTONIC never steps, and /run is a tmpfs emptied at
+// boot, the only time that clock starts again.
 type Clock func() time.Duration
 
 // MonotonicClock reads CLOCK_MONOTONIC once and advances from there with Go's
@@ -24,8 +25,8 @@ type Clock func() time.Duration
 //
 // (clock, nil) normally; (clock, err) when CLOCK_MONOTONIC cannot be read:
 // the clock then counts from this call, on another scale than the other
-// workers', which the limiter's bound on stored times keeps harmless (a
-// client is refused at most one request interval too long).
+// workers', which the readers bound (the rate limiter clamps stored times
+// to one burst ahead; a heartbeat from the future still goes stale).
 func MonotonicClock() (Clock, error) {
 	var ts unix.Timespec
 	err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
