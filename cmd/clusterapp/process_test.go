@@ -194,6 +194,13 @@ func startWorker(t *testing.T, sock *sharedSocket, n *notifySocket, env ...strin
 	if n != nil {
 		cmd.Env = append(cmd.Env, "NOTIFY_SOCKET="+n.path)
 	}
+	return runProc(t, cmd)
+}
+
+// runProc starts cmd, collecting its stderr; the process is killed at
+// cleanup if it still runs, and its stderr logged if the test failed.
+func runProc(t *testing.T, cmd *exec.Cmd) *proc {
+	t.Helper()
 	w := &proc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = w.stderr
 	if err := cmd.Start(); err != nil {

@@ -165,24 +165,7 @@ func startReadOnly(t *testing.T, sock *sharedSocket, n *notifySocket, dir string
 		`d=$1; shift; mount --bind -o ro "$d" "$d" && LISTEN_PID=$$ exec "$0" serve "$@"`, binary, dir}, flags...)...)
 	cmd.Env = append([]string{"PATH=/usr/bin:/bin:/usr/sbin:/sbin", "LISTEN_FDS=1", "NOTIFY_SOCKET=" + n.path}, vars...)
 	cmd.ExtraFiles = []*os.File{sock.file}
-	w := &proc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stderr = w.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { w.err = cmd.Wait(); close(w.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-w.done:
-		default:
-			_ = cmd.Process.Kill() // only the PID this test started
-			<-w.done
-		}
-		if t.Failed() {
-			t.Logf("worker stderr:\n%s", w.stderr)
-		}
-	})
-	return w
+	return runProc(t, cmd)
 }
 
 // Table files truncated (a full disk, a careless cp, an old tool) while no
