@@ -61,7 +61,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	logger := logging.New(logging.Options{Format: string(cfg.LogFormat), Level: logrus.Level(cfg.LogLevel), Journal: logging.UnderJournal(), Out: stderr})
 	log := logger.WithField("worker", instance)
 	if unknown := config.Unknown(environKeys()); len(unknown) > 0 {
-		log.Warn(strings.Join(unknown, "; ") + ": ignored")
+		log.Warn(strings.Join(unknown, "; "))
 	}
 	for _, p := range ignored {
 		log.WithField("variable", p.Key).Warn(p.String() + "; systemd applies this setting, not the worker, so the worker serves on (clusterapp-generator used the default)")

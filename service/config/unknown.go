@@ -28,7 +28,7 @@ func Unknown(keys []string) []string {
 		if s := closest(k); s != "" {
 			msg += " (did you mean " + s + "?)"
 		}
-		out = append(out, msg)
+		out = append(out, msg+": ignored")
 	}
 	return out
 }

@@ -109,7 +109,7 @@ func Read(path string) Settings {
 	}
 	sort.Strings(keys)
 	for _, u := range config.Unknown(keys) {
-		s.Notes = append(s.Notes, fmt.Sprintf("%s: %s: ignored", path, u))
+		s.Notes = append(s.Notes, fmt.Sprintf("%s: %s", path, u))
 	}
 	c, err := config.LoadVars(vars)
 	s.Config = c
