@@ -43,16 +43,6 @@ func (e *Error) Only(scopes ...Scope) *Error {
 	return &Error{Problems: ps}
 }
 
-// Problem returns the problem of the variable key, if it has one.
-func (e *Error) Problem(key string) (Problem, bool) {
-	for _, p := range e.Problems {
-		if p.Key == key {
-			return p, true
-		}
-	}
-	return Problem{}, false
-}
-
 // Error joins the problems on one line, so a refused start is one journal line.
 func (e *Error) Error() string {
 	parts := make([]string, len(e.Problems))
