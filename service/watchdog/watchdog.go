@@ -26,6 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/clusterapp/clusterapp/service/logging"
 	"github.com/sirupsen/logrus"
 )
 
@@ -149,7 +150,7 @@ func (p *Pinger) report(o outcome, err error) {
 	}
 	switch o {
 	case probeFailed:
-		p.Log.WithError(err).Error("health probe failed; withholding watchdog pings so systemd restarts this worker if it does not recover")
+		p.Log.WithError(err).WithFields(logging.Event(logging.MsgWatchdogProbeFailed)).Error("health probe failed; withholding watchdog pings so systemd restarts this worker if it does not recover")
 	case pingFailed:
 		p.Log.WithError(err).Error("watchdog ping failed although the health probe passes; systemd restarts this worker if pings keep failing")
 	case pinged:

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clusterapp/clusterapp/service/logging"
 	"github.com/sirupsen/logrus"
 	"github.com/sirupsen/logrus/hooks/test"
 )
@@ -52,6 +53,10 @@ func TestNoPingWhenProbeFails(t *testing.T) {
 	}
 	if len(hook.AllEntries()) != 1 {
 		t.Fatalf("failure logged %d times, want once", len(hook.AllEntries()))
+	}
+	// journalctl MESSAGE_ID= finds it (package logging).
+	if id := hook.LastEntry().Data[logging.MessageIDKey]; id != logging.MsgWatchdogProbeFailed {
+		t.Fatalf("failed probe logged with message id %v, want %s", id, logging.MsgWatchdogProbeFailed)
 	}
 }
 
