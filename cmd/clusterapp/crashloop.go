@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/clusterapp/clusterapp/service/crashloop"
+	"github.com/clusterapp/clusterapp/service/logging"
 	"github.com/clusterapp/clusterapp/service/notify"
 	"github.com/sirupsen/logrus"
 )
@@ -25,22 +26,32 @@ func configFailures(instance string) (crashloop.Counter, bool) {
 	return crashloop.New(dir, instance), true
 }
 
+// configLog is a worker's logger while its configuration is invalid, so
+// CLUSTERAPP_LOG_FORMAT and _LEVEL cannot be trusted: each line reads
+// "clusterapp: " and the message, as before the configuration is known, and
+// under journald carries WORKER= and its other fields as journal fields.
+func configLog(instance string, stderr io.Writer) *logrus.Entry {
+	l := logging.New(logging.Options{Format: logging.FormatPlain, Level: logrus.InfoLevel, Journal: logging.UnderJournal(), Out: stderr})
+	return l.WithField(logging.WorkerKey, instance)
+}
+
 // slowCrashLoop waits before a worker with a bad configuration exits, longer
-// at each failure in a row, and says why in STATUS=. SIGTERM or SIGINT end
-// the wait.
+// at each failure in a row, and says why in STATUS= and the journal
+// (MESSAGE_ID= logging.MsgBackOff). SIGTERM or SIGINT end the wait.
 func slowCrashLoop(ctx context.Context, instance string, cause error, stderr io.Writer) {
 	counter, ok := configFailures(instance)
 	if !ok {
 		return
 	}
-	log := logrus.New()
-	log.SetOutput(stderr)
+	log := configLog(instance, stderr)
 	n, err := counter.Fail()
 	if err != nil {
-		log.WithError(err).Warn("configuration failures not counted")
+		log.WithError(err).Warn("configuration failures not counted: " + err.Error())
 	}
 	wait := crashloop.Delay(n)
-	notifier := notify.New(logrus.NewEntry(log))
+	log.WithFields(logging.Event(logging.MsgBackOff)).WithField("failures", n).WithField("wait", wait).
+		Warn(fmt.Sprintf("bad configuration, failure %d in a row; exiting in %s, then systemd restarts the worker", n, wait))
+	notifier := notify.New(log)
 	_ = notifier.Status(fmt.Sprintf("bad configuration, failure %d in a row; exiting in %s, then systemd restarts the worker: %v", n, wait, cause))
 	_ = notifier.Close() // the status is sent; the process exits after the wait
 	sigc := make(chan os.Signal, 1)

@@ -7,6 +7,7 @@ import (
 	"runtime"
 
 	"github.com/clusterapp/clusterapp/service/generator"
+	"github.com/clusterapp/clusterapp/service/logging"
 	"github.com/coreos/go-systemd/v22/journal"
 )
 
@@ -21,8 +22,10 @@ func runGenerator(args []string, stderr io.Writer) error {
 	if len(args) != 1 && len(args) != 3 {
 		return usageError{fmt.Sprintf("generator takes the output directories systemd passes (normal [early late]), got %d arguments", len(args))}
 	}
-	warn := generatorLog(journal.PriWarning, stderr)
-	note := generatorLog(journal.PriNotice, stderr)
+	// Every problem is an invalid setting; a note is a skipped line or an
+	// unknown variable, which has no event of its own.
+	warn := generatorLog(journal.PriWarning, logging.MsgInvalidConfig, stderr)
+	note := generatorLog(journal.PriNotice, "", stderr)
 	return generator.Run(generator.EnvFile, args[0], runtime.NumCPU(), warn, note)
 }
 
@@ -36,11 +39,16 @@ func runGenerator(args []string, stderr io.Writer) error {
 // journald's socket (an 8 MiB receive buffer) waits only if journald has
 // stopped reading, and the kernel log rate-limits writers to about ten lines
 // in five seconds, which a file with many problems exceeds. The journal
-// first, then.
-func generatorLog(priority journal.Priority, stderr io.Writer) func(string) {
+// first, then; there the line carries messageID as MESSAGE_ID= unless it is
+// empty (package logging lists the ids).
+func generatorLog(priority journal.Priority, messageID string, stderr io.Writer) func(string) {
 	return func(msg string) {
 		if journal.Enabled() {
-			if err := journal.Send(msg, priority, map[string]string{"SYSLOG_IDENTIFIER": generatorName}); err == nil {
+			fields := map[string]string{"SYSLOG_IDENTIFIER": generatorName}
+			if messageID != "" {
+				fields["MESSAGE_ID"] = messageID
+			}
+			if err := journal.Send(msg, priority, fields); err == nil {
 				return
 			}
 		}

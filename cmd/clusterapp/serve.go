@@ -50,11 +50,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	if refused != nil {
 		// Said at once, then the back-off wait: an operator reading the
 		// journal must not wait up to 30 s for the reason.
-		journalPrefix := ""
-		if logging.UnderJournal() {
-			journalPrefix = "<3>" // err: journald's SyslogLevelPrefix=
-		}
-		fmt.Fprintf(stderr, "%sclusterapp: %v\n", journalPrefix, refused)
+		configLog(instance, stderr).WithFields(logging.Event(logging.MsgInvalidConfig)).Error(refused.Error())
 		slowCrashLoop(ctx, instance, refused, stderr)
 		return configError{err: refused, logged: true}
 	}
@@ -227,7 +223,7 @@ func (w *worker) run(ctx context.Context, listeners []net.Listener, source liste
 	w.log.WithFields(logrus.Fields{
 		"addresses": addrs(listeners), "source": source, "pid": os.Getpid(), "version": version,
 		"gomaxprocs": runtime.GOMAXPROCS(0), "recycle_after": w.srv.RecycleLimit(), "balance": w.bal != nil,
-	}).Info("serving")
+	}).WithFields(logging.Event(logging.MsgReady)).Info("serving")
 
 	var reason string
 	select {
@@ -235,6 +231,7 @@ func (w *worker) run(ctx context.Context, listeners []net.Listener, source liste
 		reason = "signal " + sig.String()
 	case <-w.srv.Recycle():
 		reason = "request limit reached"
+		w.log.WithFields(logging.Event(logging.MsgRecycled)).WithField("recycle_after", w.srv.RecycleLimit()).Info("request limit reached; recycling")
 	case <-w.crashc:
 		return errCrashed
 	case err := <-errc:
@@ -245,7 +242,7 @@ func (w *worker) run(ctx context.Context, listeners []net.Listener, source liste
 
 // drain stops the worker cleanly; a second signal aborts it.
 func (w *worker) drain(ctx context.Context, reason string, sigc <-chan os.Signal) error {
-	w.log.WithField("reason", reason).WithField("timeout", w.cfg.ShutdownTimeout).Info("draining")
+	w.log.WithField("reason", reason).WithField("timeout", w.cfg.ShutdownTimeout).WithFields(logging.Event(logging.MsgDraining)).Info("draining")
 	_ = w.notifier.Stopping("draining: " + reason)
 	w.stopBal() // the other workers stop leaving connections to this one
 	dctx, cancel := context.WithCancel(ctx)
@@ -263,7 +260,7 @@ func (w *worker) drain(ctx context.Context, reason string, sigc <-chan os.Signal
 		return fmt.Errorf("drain: %w", err)
 	}
 	st := w.srv.Stats()
-	w.log.WithField("served", st.Served).WithField("took", time.Since(start).Round(time.Millisecond)).Info("drained; exiting")
+	w.log.WithField("served", st.Served).WithField("took", time.Since(start).Round(time.Millisecond)).WithFields(logging.Event(logging.MsgDrained)).Info("drained; exiting")
 	return nil
 }
 
