@@ -25,9 +25,10 @@ const Prefix = "CLUSTERAPP"
 // shipped environment file, and `scope` says who applies it (see Scope),
 // which decides what an invalid value does.
 type Config struct {
-	Listen  string `envconfig:"LISTEN" default:"127.0.0.1:8080" scope:"listen" desc:"where to listen, in ListenStream= syntax: PORT (every address), IPV4:PORT, [IPV6]:PORT or [IPV6]:PORT%IFACE; under systemd the generator makes it clusterapp.socket's ListenStream= (the shipped socket listens on port 8080, all addresses), standalone the worker binds it"`
-	Backlog int    `envconfig:"BACKLOG" default:"4096" scope:"units" desc:"listen backlog of clusterapp.socket (Backlog=); keep net.core.somaxconn at least this large"`
-	Workers int    `envconfig:"WORKERS" default:"0" scope:"units" desc:"number of clusterapp-worker@N units the generator starts; 0 means one per CPU"`
+	Listen        string `envconfig:"LISTEN" default:"127.0.0.1:8080" scope:"listen" desc:"where to listen, in ListenStream= syntax: PORT (every address), IPV4:PORT, [IPV6]:PORT or [IPV6]:PORT%IFACE; under systemd the generator makes it clusterapp.socket's ListenStream= (the shipped socket listens on port 8080, all addresses), standalone the worker binds it"`
+	MetricsListen string `envconfig:"METRICS_LISTEN" default:"127.0.0.1:9180" scope:"listen" desc:"where the metrics listener serves GET /metrics (every live worker's numbers, labelled worker=N), in the syntax of CLUSTERAPP_LISTEN; under systemd the generator makes it clusterapp-metrics.socket's ListenStream=, standalone the worker binds it; it shows the service's internals, so keep it on loopback or a private network"`
+	Backlog       int    `envconfig:"BACKLOG" default:"4096" scope:"units" desc:"listen backlog of clusterapp.socket (Backlog=); keep net.core.somaxconn at least this large"`
+	Workers       int    `envconfig:"WORKERS" default:"0" scope:"units" desc:"number of clusterapp-worker@N units the generator starts; 0 means one per CPU"`
 
 	WatchdogSec time.Duration `envconfig:"WATCHDOG_SEC" default:"10s" scope:"units" desc:"the workers' WatchdogSec=: a worker whose health probe fails this long is killed (SIGABRT, stacks in the journal) and restarted"`
 	LimitNOFILE int           `envconfig:"LIMIT_NOFILE" default:"65536" scope:"units" desc:"the workers' LimitNOFILE= (open files, so client connections, per worker); limits.conf does not apply to services"`
@@ -96,9 +97,9 @@ const (
 	// ScopeBoth variables are applied by both: the generator falls back to
 	// the default, the worker stops.
 	ScopeBoth Scope = "both"
-	// ScopeListen is CLUSTERAPP_LISTEN. It fails closed: the generator
-	// makes the socket listen nowhere rather than anywhere else, and a
-	// standalone worker does not start. A socket-activated worker does not
+	// ScopeListen is CLUSTERAPP_LISTEN and CLUSTERAPP_METRICS_LISTEN. They
+	// fail closed: the generator makes that socket listen nowhere rather
+	// than anywhere else, and a standalone worker does not start. A socket-activated worker does not
 	// use it.
 	ScopeListen Scope = "listen"
 )

@@ -44,7 +44,7 @@ type policy struct{ short, what, why string }
 
 var policies = map[Scope]policy{
 	ScopeListen: {"fails closed",
-		"clusterapp-generator resets the socket's `ListenStream=`, so `clusterapp.socket` listens **nowhere** and the workers cannot start; the journal (`journalctl -t clusterapp-generator`) says why. A standalone worker exits 78. A socket-activated worker does not use it and warns.",
+		"clusterapp-generator resets the socket's `ListenStream=`, so `clusterapp.socket` listens **nowhere** and the workers cannot start (for `CLUSTERAPP_METRICS_LISTEN`, `clusterapp-metrics.socket` listens nowhere and the workers serve without a metrics listener); the journal (`journalctl -t clusterapp-generator`) says why. A standalone worker exits 78. A socket-activated worker does not use it and warns.",
 		"Any other address, the shipped `*:8080` above all, may expose the service where the operator did not mean to. A file systemd refuses as a whole (a NUL byte, invalid UTF-8) fails closed the same way."},
 	ScopeUnits: {"default, with a warning",
 		"clusterapp-generator uses the default for that variable alone and warns in the journal; the rest of the file applies. The workers warn and serve.",

@@ -33,6 +33,12 @@ func (c Config) validate() []Problem {
 	const day = 24 * time.Hour
 	_, listenErr := ParseListen(c.Listen)
 	check("LISTEN", c.Listen, listenErr == nil, "PORT, IPV4:PORT, [IPV6]:PORT or [IPV6]:PORT%IFACE as ListenStream= takes it, such as 127.0.0.1:8080, 8080 or [::1]:8080"+detail(listenErr))
+	metrics, metricsErr := ParseListen(c.MetricsListen)
+	expected := "PORT, IPV4:PORT, [IPV6]:PORT or [IPV6]:PORT%IFACE as ListenStream= takes it, such as 127.0.0.1:9180"
+	if metricsErr == nil && listenErr == nil && metrics.String() == c.listenString() {
+		metricsErr = fmt.Errorf("the same address as CLUSTERAPP_LISTEN: metrics need a listener of their own")
+	}
+	check("METRICS_LISTEN", c.MetricsListen, metricsErr == nil, expected+detail(metricsErr))
 	check("BACKLOG", itoa(c.Backlog), c.Backlog >= 1 && c.Backlog <= 1<<20, "a whole number from 1 to 1048576")
 	check("WORKERS", itoa(c.Workers), c.Workers >= 0 && c.Workers <= MaxWorkers, fmt.Sprintf("a whole number from 0 (one per CPU) to %d", MaxWorkers))
 	check("WATCHDOG_SEC", formatDuration(c.WatchdogSec), within(c.WatchdogSec, time.Second, time.Hour), "a duration from 1s to 1h, such as 10s")
@@ -137,4 +143,12 @@ func ParsePrefixes(list string) ([]netip.Prefix, error) {
 func validPrefixes(list string) bool {
 	_, err := ParsePrefixes(list)
 	return err == nil
+}
+
+func (c Config) listenString() string {
+	l, err := ParseListen(c.Listen)
+	if err != nil {
+		return ""
+	}
+	return l.String()
 }

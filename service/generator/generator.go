@@ -15,6 +15,10 @@
 //     cases; a Wants= drop-in is the form measured to work.
 //   - clusterapp.socket.d/50-env.conf, only when CLUSTERAPP_LISTEN or
 //     CLUSTERAPP_BACKLOG is set in the file: ListenStream= and Backlog=.
+//   - clusterapp-metrics.socket.d/50-env.conf, only when
+//     CLUSTERAPP_METRICS_LISTEN is set: its ListenStream= (or none, when
+//     invalid: the metrics socket fails closed on its own, the service
+//     socket is not affected).
 //   - clusterapp-worker@.service.d/50-env.conf: WatchdogSec=, LimitNOFILE=,
 //     MemoryHigh=, MemoryMax= and TimeoutStopSec= (the drain timeout plus a
 //     margin, so systemd never SIGKILLs a drain still within its deadline).
@@ -72,6 +76,9 @@ type Settings struct {
 	// listen at all: the listen address is invalid, or the file cannot be
 	// read as systemd would. It never falls back to another address.
 	ListenRefused string
+	// MetricsRefused is the same for clusterapp-metrics.socket
+	// (CLUSTERAPP_METRICS_LISTEN).
+	MetricsRefused string
 }
 
 // Read parses and validates the environment file at path the way systemd
@@ -124,6 +131,11 @@ func Read(path string) Settings {
 			s.refuse(fmt.Sprintf("%s: %s=%s: %v", path, config.Prefix+"_LISTEN", c.Listen, err))
 		}
 	}
+	if l, err := config.ParseListen(c.MetricsListen); err == nil && s.MetricsRefused == "" {
+		if err := l.CheckInterface(); err != nil {
+			s.refuseMetrics(fmt.Sprintf("%s: %s=%s: %v", path, config.Prefix+"_METRICS_LISTEN", c.MetricsListen, err))
+		}
+	}
 	return s
 }
 
@@ -138,6 +150,10 @@ func (s *Settings) problems(path string, ce *config.Error) {
 		case config.ScopeBoth:
 			s.Problems = append(s.Problems, fmt.Sprintf("%s: %s; the units use the default, %s, and the workers refuse to start until it is fixed", path, p, defaultOf(p.Key)))
 		case config.ScopeListen:
+			if p.Key == config.Prefix+"_METRICS_LISTEN" {
+				s.refuseMetrics(fmt.Sprintf("%s: %s", path, p))
+				continue
+			}
 			s.refuse(fmt.Sprintf("%s: %s", path, p))
 		default:
 			s.Problems = append(s.Problems, fmt.Sprintf("%s: %s; the workers refuse to start until it is fixed", path, p))
@@ -150,6 +166,13 @@ func (s *Settings) refuse(reason string) {
 		s.ListenRefused = reason
 	}
 	s.Problems = append(s.Problems, reason+"; clusterapp.socket will not listen anywhere until it is fixed")
+}
+
+func (s *Settings) refuseMetrics(reason string) {
+	if s.MetricsRefused == "" {
+		s.MetricsRefused = reason
+	}
+	s.Problems = append(s.Problems, reason+"; clusterapp-metrics.socket will not listen anywhere until it is fixed (the workers serve without metrics)")
 }
 
 func defaultOf(key string) string {
@@ -211,6 +234,19 @@ func (s Settings) Files(cpus int) (map[string]string, error) {
 			sock.Set("ListenStream", "").Set("ListenStream", l.String())
 		}
 		files["clusterapp.socket.d/50-env.conf"] = sock.Set("Backlog", strconv.Itoa(c.Backlog))
+	}
+
+	switch {
+	case s.MetricsRefused != "":
+		sock := unitfile.New(header).Comment("clusterapp-metrics.socket must not listen: CLUSTERAPP_METRICS_LISTEN is invalid.").
+			Comment("`clusterapp config --check " + EnvFile + "` says why.")
+		files["clusterapp-metrics.socket.d/50-env.conf"] = sock.Section("Socket").Set("ListenStream", "")
+	case s.sets("METRICS_LISTEN"):
+		l, err := config.ParseListen(c.MetricsListen)
+		if err != nil {
+			return nil, fmt.Errorf("metrics listen address: %w", err) // Read refuses these; never reached
+		}
+		files["clusterapp-metrics.socket.d/50-env.conf"] = unitfile.New(header).Section("Socket").Set("ListenStream", "").Set("ListenStream", l.String())
 	}
 
 	svc := unitfile.New(header).Section("Service")

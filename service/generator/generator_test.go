@@ -144,6 +144,31 @@ func TestListenFailsClosed(t *testing.T) {
 	}
 }
 
+// CLUSTERAPP_METRICS_LISTEN moves clusterapp-metrics.socket; an invalid one
+// makes that socket listen nowhere and leaves the service socket alone.
+func TestMetricsListen(t *testing.T) {
+	files, _ := generate(t, write(t, "CLUSTERAPP_METRICS_LISTEN=[::1]:9300\n"), 2)
+	if got := directives(files["clusterapp-metrics.socket.d/50-env.conf"])["ListenStream"]; got != "[::1]:9300" {
+		t.Errorf("metrics socket ListenStream = %q, want [::1]:9300", got)
+	}
+	if _, ok := files["clusterapp.socket.d/50-env.conf"]; ok {
+		t.Error("the service socket got a drop-in for a metrics setting")
+	}
+	for name, body := range map[string]string{
+		"host name":             "CLUSTERAPP_METRICS_LISTEN=localhost:9180\n",
+		"the service's address": "CLUSTERAPP_LISTEN=127.0.0.1:9180\nCLUSTERAPP_METRICS_LISTEN=127.0.0.1:9180\n",
+	} {
+		files, stderr := generate(t, write(t, body), 2)
+		sock := files["clusterapp-metrics.socket.d/50-env.conf"]
+		if directives(sock)["ListenStream"] != "" || strings.Count(sock, "ListenStream") != 1 {
+			t.Errorf("%s: metrics socket drop-in:\n%s", name, sock)
+		}
+		if !strings.Contains(stderr, "clusterapp-metrics.socket will not listen anywhere until it is fixed") || strings.Contains(stderr, "clusterapp.socket will not listen") {
+			t.Errorf("%s: stderr %q", name, stderr)
+		}
+	}
+}
+
 // directives returns the last value of each directive in a unit file.
 func directives(unit string) map[string]string {
 	out := map[string]string{}
