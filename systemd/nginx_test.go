@@ -39,14 +39,12 @@ func TestNginxFront(t *testing.T) {
 			t.Skipf("needs Debian's nginx package (%s missing): apt-get install nginx, as .ci/run does", p)
 		}
 	}
-	// One worker: /metrics is per worker, and which worker of a shared
-	// socket answers a scrape is up to the kernel, so with one worker the
-	// scrape counts everything host 1 served. The socket listens on
-	// 127.0.0.1 only (by default it takes port 8080 on every address), so
-	// host 2 can bind 127.0.0.2:8080.
+	// The socket listens on 127.0.0.1 only, so host 2 can bind
+	// 127.0.0.2:8080, and its metrics 127.0.0.2:9180 beside the pool's
+	// metrics socket on 127.0.0.1:9180.
 	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=1\nCLUSTERAPP_LISTEN=" + host1 + "\n"})
 	b.Start(1)
-	b.Must("systemd-run", "--unit=clusterapp-host2", "-E", "CLUSTERAPP_LISTEN="+host2,
+	b.Must("systemd-run", "--unit=clusterapp-host2", "-E", "CLUSTERAPP_LISTEN="+host2, "-E", "CLUSTERAPP_METRICS_LISTEN="+metricsOf(host2),
 		"/usr/bin/clusterapp", "serve", "--instance=host2")
 	b.Eventually(10*time.Second, "host2 ready", func() bool {
 		_, err := b.Run("curl", "-sSf", "--max-time", "2", "-o", "/dev/null", "http://"+host2+"/readyz")
@@ -169,6 +167,12 @@ func checkCacheLock(t *testing.T, b *sandbox.Box) {
 	t.Fatalf("in 3 runs no request arrived while another computed the same miss: the lock was never exercised")
 }
 
+// metricsOf is the metrics address beside a host's service address.
+func metricsOf(hostPort string) string {
+	host, _, _ := strings.Cut(hostPort, ":")
+	return host + ":9180"
+}
+
 // upstreamFibRequests sums clusterapp_http_requests_total for route /fib
 // over both hosts, scraped directly (not through nginx, which denies it).
 func upstreamFibRequests(t *testing.T, b *sandbox.Box) int {
@@ -176,7 +180,7 @@ func upstreamFibRequests(t *testing.T, b *sandbox.Box) int {
 	line := regexp.MustCompile(`(?m)^clusterapp_http_requests_total\{[^}]*route="/fib"[^}]*\} (\d+)$`)
 	total := 0
 	for _, h := range []string{host1, host2} {
-		out := b.Must("curl", "-sSf", "--max-time", "5", "http://"+h+"/metrics")
+		out := b.Must("curl", "-sSf", "--max-time", "5", "http://"+metricsOf(h)+"/metrics")
 		for _, m := range line.FindAllStringSubmatch(out, -1) {
 			n, _ := strconv.Atoi(m[1])
 			total += n

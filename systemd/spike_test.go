@@ -30,7 +30,7 @@ func TestRateLimitIsServiceWide(t *testing.T) {
 	if len(res.ByHeader) != 2 {
 		t.Fatalf("both workers must have answered some of the allowed requests: %v", res.ByHeader)
 	}
-	metrics := b.Must("curl", "-s", "http://127.0.0.1:8080/metrics")
+	metrics := b.Must("curl", "-s", sandbox.MetricsURL)
 	if !strings.Contains(metrics, "clusterapp_ratelimit_limited_total") {
 		t.Fatal("/metrics lacks the limited counter")
 	}
@@ -54,7 +54,7 @@ func TestAdmissionShedsSpike(t *testing.T) {
 			t.Fatalf("%s restarted %d times under the spike", unit, n)
 		}
 	}
-	metrics := b.Must("curl", "-s", "http://127.0.0.1:8080/metrics")
+	metrics := b.Must("curl", "-s", sandbox.MetricsURL)
 	if !strings.Contains(metrics, "clusterapp_admission_shed_total") {
 		t.Fatal("/metrics lacks the shed counter")
 	}

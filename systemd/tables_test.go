@@ -122,8 +122,8 @@ func TestReadOnlyRuntimeDirectory(t *testing.T) {
 			t.Errorf("the journal lacks %q:\n%s", want, journal)
 		}
 	}
-	metrics := b.Must("curl", "-s", "http://127.0.0.1:8080/metrics")
-	if !strings.Contains(metrics, `clusterapp_ratelimit_table{mode="local"} 1`) {
+	metrics := b.Must("curl", "-s", sandbox.MetricsURL)
+	if !regexp.MustCompile(`(?m)^clusterapp_ratelimit_table\{mode="local",worker="\d+"\} 1$`).MatchString(metrics) {
 		t.Errorf("/metrics does not say the rate limit is on a local table")
 	}
 }

@@ -92,6 +92,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runLogs(ctx, args, stdout)
 	case "doctor":
 		return runDoctor(ctx, args, stdout)
+	case "exited":
+		return runExited(args, stderr)
 	case "version":
 		_, err := fmt.Fprintln(stdout, "clusterapp", version)
 		return err
@@ -99,7 +101,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		_, err := io.WriteString(stdout, usage)
 		return err
 	}
-	return usageError{fmt.Sprintf("unknown command %q: expected one of serve, config, generator, status, reload, scale, logs, doctor, version, help", name)}
+	return usageError{fmt.Sprintf("unknown command %q: expected one of serve, config, generator, status, reload, scale, logs, doctor, exited, version, help", name)}
 }
 
 const usage = `Usage: clusterapp [COMMAND] [FLAGS]
@@ -129,6 +131,8 @@ Commands:
                         the workers' journal, merged, each line naming its worker
   doctor                check that the configuration is in effect (sysctls, limits,
                         socket, workers, hardening); exit 1 with fixes when not
+  exited --instance N   count how worker N's process ended ($SERVICE_RESULT) in the pool's
+                        metrics (run by the worker unit's ExecStopPost=)
   version               print the version
   help                  print this help
 

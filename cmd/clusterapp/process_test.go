@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -120,9 +121,21 @@ func (n *notifySocket) all() []string {
 type sharedSocket struct {
 	file *os.File
 	addr string
+	// metrics is the metrics socket passed alongside (FileDescriptorName=metrics).
+	metrics *sharedSocket
 }
 
+// newSharedSocket returns the service socket and, passed with it, a
+// metrics socket, as clusterapp.socket and clusterapp-metrics.socket.
 func newSharedSocket(t *testing.T) sharedSocket {
+	t.Helper()
+	s := newListeningFile(t)
+	m := newListeningFile(t)
+	s.metrics = &m
+	return s
+}
+
+func newListeningFile(t *testing.T) sharedSocket {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -187,9 +200,17 @@ func startWorker(t *testing.T, sock *sharedSocket, n *notifySocket, env ...strin
 	flags, vars := splitFlags(env)
 	cmd := exec.Command("/bin/sh", append([]string{"-c", `LISTEN_PID=$$ exec "$0" serve "$@"`, binary}, flags...)...)
 	cmd.Env = append([]string{"PATH=/usr/bin:/bin", "CLUSTERAPP_DEBUG_ENDPOINTS=true"}, vars...)
-	if sock != nil {
+	switch {
+	case sock != nil && sock.metrics != nil:
+		cmd.Env = append(cmd.Env, "LISTEN_FDS=2", "LISTEN_FDNAMES=clusterapp.socket:metrics")
+		cmd.ExtraFiles = []*os.File{sock.file, sock.metrics.file}
+	case sock != nil:
 		cmd.Env = append(cmd.Env, "LISTEN_FDS=1")
 		cmd.ExtraFiles = []*os.File{sock.file}
+	default:
+		// Standalone it binds the metrics address too: never the shipped
+		// port, which parallel tests would fight over.
+		cmd.Env = append(cmd.Env, "CLUSTERAPP_METRICS_LISTEN="+freeAddr(t))
 	}
 	if n != nil {
 		cmd.Env = append(cmd.Env, "NOTIFY_SOCKET="+n.path)
@@ -491,9 +512,9 @@ func TestGOMAXPROCSAboveAdmissionSlots(t *testing.T) {
 	sock, n := newSharedSocket(t), newNotifySocket(t)
 	w := startWorker(t, &sock, n, fmt.Sprintf("CLUSTERAPP_MAX_IN_FLIGHT=%d", slots))
 	n.waitFor(t, "READY=1", 10*time.Second)
-	_, metrics := get(t, "http://"+sock.addr+"/metrics")
-	if want := fmt.Sprintf("go_sched_gomaxprocs_threads %d\n", slots+1); !strings.Contains(metrics, want) {
-		t.Fatalf("/metrics lacks %q with %d slots on %d CPUs; stderr:\n%s", strings.TrimSpace(want), slots, runtime.NumCPU(), w.stderr)
+	_, metrics := get(t, "http://"+sock.metrics.addr+"/metrics")
+	if got, want := metricValue(metrics, "go_sched_gomaxprocs_threads"), strconv.Itoa(slots+1); got != want {
+		t.Fatalf("go_sched_gomaxprocs_threads = %q, want %s with %d slots on %d CPUs; stderr:\n%s", got, want, slots, runtime.NumCPU(), w.stderr)
 	}
 	w.signal(t, syscall.SIGTERM)
 	w.wait(t, 10*time.Second)
@@ -501,8 +522,8 @@ func TestGOMAXPROCSAboveAdmissionSlots(t *testing.T) {
 	sock, n = newSharedSocket(t), newNotifySocket(t)
 	w = startWorker(t, &sock, n, "CLUSTERAPP_MAX_IN_FLIGHT=1", "GOMAXPROCS=1")
 	n.waitFor(t, "READY=1", 10*time.Second)
-	_, metrics = get(t, "http://"+sock.addr+"/metrics")
-	if !strings.Contains(metrics, "go_sched_gomaxprocs_threads 1\n") {
+	_, metrics = get(t, "http://"+sock.metrics.addr+"/metrics")
+	if metricValue(metrics, "go_sched_gomaxprocs_threads") != "1" {
 		t.Fatalf("the operator's GOMAXPROCS=1 was not kept; stderr:\n%s", w.stderr)
 	}
 	if !strings.Contains(w.stderr.String(), "GOMAXPROCS is not above CLUSTERAPP_MAX_IN_FLIGHT") {
@@ -569,12 +590,47 @@ func TestBalanceGateInMetrics(t *testing.T) {
 	sock, n := newSharedSocket(t), newNotifySocket(t)
 	w := startWorker(t, &sock, n, "--instance=1", "RUNTIME_DIRECTORY="+t.TempDir())
 	n.waitFor(t, "READY=1", 10*time.Second)
-	_, metrics := get(t, "http://"+sock.addr+"/metrics")
-	for _, want := range []string{"clusterapp_balance_gate_open 1\n", "clusterapp_balance_accept_deferred_seconds_count 0\n"} {
-		if !strings.Contains(metrics, want) {
-			t.Errorf("/metrics lacks %q", strings.TrimSpace(want))
+	_, metrics := get(t, "http://"+sock.metrics.addr+"/metrics")
+	for name, want := range map[string]string{"clusterapp_balance_gate_open": "1", "clusterapp_balance_accept_deferred_seconds_count": "0"} {
+		if got := metricValue(metrics, name, `worker="1"`); got != want {
+			t.Errorf("%s{worker=\"1\"} = %q, want %s", name, got, want)
 		}
 	}
 	w.signal(t, syscall.SIGTERM)
 	w.wait(t, 10*time.Second)
+}
+
+// metricValue returns the value of the first sample of name in a scrape
+// whose labels contain every one of labels (`mode="local"`), or "".
+func metricValue(scrape, name string, labels ...string) string {
+	for _, line := range strings.Split(scrape, "\n") {
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || rest == "" || (rest[0] != '{' && rest[0] != ' ') {
+			continue
+		}
+		series, value, _ := strings.Cut(rest, " ")
+		if rest[0] == ' ' {
+			series, value = "", rest[1:]
+		}
+		matched := true
+		for _, l := range labels {
+			matched = matched && strings.Contains(series, l)
+		}
+		if matched {
+			return value
+		}
+	}
+	return ""
+}
+
+// freeAddr returns a loopback address with a port nothing listens on now
+// (ListenStream= syntax has no port 0 to ask the kernel for one).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }

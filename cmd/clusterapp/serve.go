@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	stdlog "log"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime"
@@ -76,9 +78,17 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listen address: %w", err)
 	}
-	listeners, source, err := listen.Listeners(addr.GoAddr(), log)
+	// Valid too, for the same reasons; "" binds none.
+	metricsAddr := ""
+	if ma, err := config.ParseListen(cfg.MetricsListen); err == nil {
+		metricsAddr = ma.GoAddr()
+	}
+	set, source, err := listen.All(addr.GoAddr(), metricsAddr, log)
 	if err != nil {
 		return err
+	}
+	if len(set.Metrics) == 0 {
+		log.Warn("systemd passed no metrics socket (is clusterapp-metrics.socket listening? see CLUSTERAPP_METRICS_LISTEN): this worker answers no scrape, its numbers still reach the others' scrapes")
 	}
 	// The shared tables (rate limit, balance) stay mapped until the process
 	// exits: after a drain cut short by a second signal, handlers and
@@ -94,7 +104,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	w := newWorker(cfg, instance, log, prot, bal)
 	defer func() { _ = w.notifier.Close() }() // the process exits next; nothing to report
-	return w.run(ctx, listeners, source, sigc)
+	return w.run(ctx, set, source, sigc)
 }
 
 // parseServeFlags reads serve's command line: the worker's name, which the
@@ -159,11 +169,21 @@ type worker struct {
 	crashc   chan struct{}
 	bal      *balance.Balancer // nil when balancing is off
 	stopBal  func()            // stops the heartbeat and returns once this worker has left the table
+	metrics  *metrics.Metrics
+	scrapes  *http.Server // serves the metrics listener
 }
 
 func newWorker(cfg config.Config, instance string, log *logrus.Entry, prot protection, bal *balance.Balancer) *worker {
 	w := &worker{cfg: cfg, instance: instance, log: log, notifier: notify.New(log), crashc: make(chan struct{}, 1), bal: bal, stopBal: func() {}}
-	m := metrics.New(instance, version, time.Now())
+	m := metrics.New(metrics.Options{
+		Worker: instance, Version: version, Routes: app.Routes, Dir: os.Getenv("RUNTIME_DIRECTORY"),
+		Desired: cfg.Workers, Start: time.Now(), Log: log,
+	})
+	if cfg.Workers == 0 {
+		m.SetDesired(runtime.NumCPU()) // the generator's rule: one per CPU
+	}
+	w.metrics = m
+	w.scrapes = metricsServer(m, log)
 	opts := app.Options{
 		Instance: instance, FibMaxN: cfg.FibMaxN, MaxBodyBytes: int64(cfg.MaxBodyBytes),
 		AccessLog: cfg.AccessLog, DebugEndpoints: cfg.DebugEndpoints,
@@ -195,17 +215,28 @@ func newWorker(cfg config.Config, instance string, log *logrus.Entry, prot prote
 	return w
 }
 
-func (w *worker) run(ctx context.Context, listeners []net.Listener, source listen.Source, sigc <-chan os.Signal) error {
+func (w *worker) run(ctx context.Context, set listen.Set, source listen.Source, sigc <-chan os.Signal) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, len(listeners))
+	listeners := set.Service
+	errc := make(chan error, len(listeners)+len(set.Metrics))
 	w.srv.Serve(listeners, errc)
+	w.metrics.WatchListeners(listeners)
+	go w.metrics.Run(ctx)
+	for _, l := range set.Metrics {
+		go func() {
+			if err := w.scrapes.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("metrics listener %s: %w", l.Addr(), err)
+			}
+		}()
+	}
 
 	// READY=1 only once the handler stack has answered a probe.
 	if err := w.srv.Probe(ctx); err != nil {
 		return fmt.Errorf("first health probe: %w", err)
 	}
 	w.srv.SetReady()
+	w.metrics.SetReady(true)
 	if w.bal != nil {
 		bctx, cancel := context.WithCancel(ctx)
 		left := make(chan struct{})
@@ -245,6 +276,11 @@ func (w *worker) drain(ctx context.Context, reason string, sigc <-chan os.Signal
 	w.log.WithField("reason", reason).WithField("timeout", w.cfg.ShutdownTimeout).WithFields(logging.Event(logging.MsgDraining)).Info("draining")
 	_ = w.notifier.Stopping("draining: " + reason)
 	w.stopBal() // the other workers stop leaving connections to this one
+	w.metrics.SetReady(false)
+	// Scrapes go to the other workers from now on; one in progress ends.
+	sctx, scancel := context.WithTimeout(ctx, scrapeGrace)
+	_ = w.scrapes.Shutdown(sctx) // past the grace period the scrape is cut: it is not client traffic
+	scancel()
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -299,6 +335,23 @@ func (w *worker) status() string {
 		state = "draining"
 	}
 	return fmt.Sprintf("%s: %d requests served, %d in flight, %d connections open", state, st.Served, st.InFlight, st.Connections)
+}
+
+// scrapeGrace bounds how long a draining worker finishes a scrape in
+// progress; Prometheus retries at the next interval on another worker.
+const scrapeGrace = 2 * time.Second
+
+// metricsServer serves GET /metrics (the whole pool's numbers) on the
+// metrics listener, and 404 for anything else.
+func metricsServer(m *metrics.Metrics, log *logrus.Entry) *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	return &http.Server{
+		Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10,
+		// TLS-less HTTP errors (a malformed scrape) are worth a warning line.
+		ErrorLog: stdlog.New(log.WithField("listener", "metrics").WriterLevel(logrus.WarnLevel), "", 0),
+	}
 }
 
 func addrs(ls []net.Listener) string {

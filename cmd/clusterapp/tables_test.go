@@ -72,7 +72,7 @@ func TestMissingRuntimeDirectoryStillServes(t *testing.T) {
 			t.Errorf("stderr lacks %q:\n%s", want, w.stderr)
 		}
 	}
-	if _, metrics := get(t, "http://"+sock.addr+"/metrics"); !strings.Contains(metrics, `clusterapp_ratelimit_table{mode="local"} 1`) {
+	if _, metrics := get(t, "http://"+sock.metrics.addr+"/metrics"); metricValue(metrics, "clusterapp_ratelimit_table", `mode="local"`) != "1" {
 		t.Errorf("/metrics does not say the rate limit is on a local table")
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil {
@@ -82,7 +82,7 @@ func TestMissingRuntimeDirectoryStillServes(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "ratelimit.v2.65536.table")); err != nil {
 		t.Fatalf("the shared table: %v", err)
 	}
-	if _, metrics := get(t, "http://"+sock.addr+"/metrics"); !strings.Contains(metrics, `clusterapp_ratelimit_table{mode="shared"} 1`) {
+	if _, metrics := get(t, "http://"+sock.metrics.addr+"/metrics"); metricValue(metrics, "clusterapp_ratelimit_table", `mode="shared"`) != "1" {
 		t.Errorf("/metrics does not say the rate limit is on the shared table")
 	}
 	if strings.Contains(w.stderr.String(), "still unavailable") {
@@ -93,7 +93,7 @@ func TestMissingRuntimeDirectoryStillServes(t *testing.T) {
 
 // CLUSTERAPP_RATE_LIMIT_FALLBACK=closed: without the shared table the
 // rate-limited routes answer 503 with Retry-After and a body saying why;
-// health, readiness and metrics are served.
+// health and readiness are served, and the metrics listener says why.
 func TestRateLimitFallbackClosed(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "clusterapp")
 	sock, n := newSharedSocket(t), newNotifySocket(t)
@@ -103,16 +103,14 @@ func TestRateLimitFallbackClosed(t *testing.T) {
 	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, "shared rate-limit table is unavailable") {
 		t.Fatalf("a rate-limited route: %d Retry-After=%q %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
-	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+	for _, path := range []string{"/healthz", "/readyz"} {
 		if resp, _ := get(t, "http://"+sock.addr+path); resp.StatusCode != 200 {
 			t.Errorf("%s: %d, want 200", path, resp.StatusCode)
 		}
 	}
-	_, metrics := get(t, "http://"+sock.addr+"/metrics")
-	for _, want := range []string{`clusterapp_ratelimit_table{mode="closed"} 1`, "clusterapp_ratelimit_unavailable_total 1"} {
-		if !strings.Contains(metrics, want) {
-			t.Errorf("/metrics lacks %q", want)
-		}
+	_, metrics := get(t, "http://"+sock.metrics.addr+"/metrics")
+	if metricValue(metrics, "clusterapp_ratelimit_table", `mode="closed"`) != "1" || metricValue(metrics, "clusterapp_ratelimit_unavailable_total") != "1" {
+		t.Errorf("metrics do not say the rate limit is closed and refused 1 request:\n%s", metrics)
 	}
 	if !strings.Contains(w.stderr.String(), "rate-limited routes answer 503 until it opens") {
 		t.Errorf("stderr does not say the limited routes are refused:\n%s", w.stderr)
@@ -178,8 +176,8 @@ func TestTruncatedTablesAreReplaced(t *testing.T) {
 	n.waitFor(t, "READY=1", 10*time.Second)
 	stop(t, w)
 	tables, _ := filepath.Glob(filepath.Join(dir, "*.table"))
-	if len(tables) != 2 {
-		t.Fatalf("tables after one worker: %v, want the rate-limit and the balance table", tables)
+	if len(tables) != 3 {
+		t.Fatalf("tables after one worker: %v, want the rate-limit, balance and metrics tables", tables)
 	}
 	for _, f := range tables {
 		st, err := os.Stat(f)
@@ -196,8 +194,8 @@ func TestTruncatedTablesAreReplaced(t *testing.T) {
 	if resp, _ := get(t, "http://"+sock.addr+"/"); resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
-	if c := strings.Count(w.stderr.String(), "table file was unusable: replaced it"); c != 2 {
-		t.Errorf("%d replacements logged, want 2:\n%s", c, w.stderr)
+	if c := strings.Count(w.stderr.String(), "table file was unusable: replaced it"); c != 3 {
+		t.Errorf("%d replacements logged, want 3:\n%s", c, w.stderr)
 	}
 	if !strings.Contains(w.stderr.String(), "balance=true") {
 		t.Errorf("balancing off after the replacement:\n%s", w.stderr)

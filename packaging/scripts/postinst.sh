@@ -56,13 +56,15 @@ case $phase in
 install)
 	if command -v systemctl >/dev/null; then
 		# Enable works on files alone, so it works in chroots and image builds too.
-		systemctl --no-reload enable clusterapp.socket >/dev/null 2>&1 || true
+		systemctl --no-reload enable clusterapp.socket clusterapp-metrics.socket >/dev/null 2>&1 || true
 	fi
 	if systemd_running; then
 		systemctl daemon-reload
 		apply_sysctl
 		if start_allowed; then
 			systemctl start clusterapp.socket
+			# The metrics listener is not worth failing the install for (its port may be taken).
+			systemctl start clusterapp-metrics.socket || echo "clusterapp: clusterapp-metrics.socket did not start; the service runs without its metrics listener (see CLUSTERAPP_METRICS_LISTEN)" >&2
 		fi
 	fi
 	;;

@@ -14,9 +14,9 @@ esac
 if [ -d /run/systemd/system ]; then
 	# The socket first, so no new connection starts a worker; the workers drain (up to
 	# TimeoutStopSec=) before this returns.
-	systemctl stop clusterapp.socket clusterapp.target 'clusterapp-worker@*.service' || true
+	systemctl stop clusterapp.socket clusterapp-metrics.socket clusterapp.target 'clusterapp-worker@*.service' || true
 fi
 if command -v systemctl >/dev/null; then
-	systemctl --no-reload disable clusterapp.socket clusterapp.target >/dev/null 2>&1 || true
+	systemctl --no-reload disable clusterapp.socket clusterapp-metrics.socket clusterapp.target >/dev/null 2>&1 || true
 fi
 exit 0

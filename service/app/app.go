@@ -52,7 +52,7 @@ type Options struct {
 // Unprotected are the routes admission control and the rate limit never
 // apply to: systemd's watchdog, load balancers and Prometheus must see an
 // overloaded worker as it is, not queue behind its work.
-var Unprotected = []string{"/healthz", "/readyz", "/metrics"}
+var Unprotected = []string{"/healthz", "/readyz"}
 
 // App is the routes and the state they share.
 type App struct {

@@ -15,7 +15,7 @@ import (
 
 func newApp(t testing.TB, mod func(*Options)) (*App, *metrics.Metrics) {
 	l, _ := test.NewNullLogger()
-	m := metrics.New("7", "test", time.Now())
+	m := metrics.New(metrics.Options{Worker: "7", Version: "test", Routes: Routes, Start: time.Now(), Log: logrus.NewEntry(l)})
 	opts := Options{Instance: "7", FibMaxN: 30, MaxBodyBytes: 1024, Metrics: m, Log: logrus.NewEntry(l), Crash: func() {}}
 	if mod != nil {
 		mod(&opts)
@@ -211,20 +211,27 @@ func TestBodyCap(t *testing.T) {
 	}
 }
 
+// Requests are counted under their route; the numbers are served by the
+// metrics listener's handler, never by the service's routes.
 func TestMetricsExposeRequests(t *testing.T) {
-	a, _ := newApp(t, nil)
+	a, m := newApp(t, nil)
 	do(a.Handler(), "GET", "/")
-	body := do(a.Handler(), "GET", "/metrics").Body.String()
+	do(a.Handler(), "GET", "/no/such/route")
+	if rec := do(a.Handler(), "GET", "/metrics"); rec.Code != http.StatusNotFound {
+		t.Errorf("/metrics on the service's routes = %d, want 404", rec.Code)
+	}
+	body := do(m.Handler(), "GET", "/metrics").Body.String()
 	for _, want := range []string{
-		`clusterapp_http_requests_total{code="200",route="/"} 1`,
-		`clusterapp_worker_info{instance="7",version="test"} 1`,
-		"clusterapp_http_request_duration_seconds_bucket",
-		"clusterapp_http_requests_in_flight",
+		`clusterapp_http_requests_total{code="200",route="/",worker="7"} 1`,
+		`clusterapp_http_requests_total{code="404",route="unmatched",worker="7"} 2`,
+		`clusterapp_http_request_duration_seconds_count{route="/",worker="7"} 1`,
+		`clusterapp_http_requests_in_flight{worker="7"} 0`,
+		`clusterapp_worker_starts_total{worker="7"} 1`,
 		"clusterapp_worker_start_time_seconds",
-		"process_start_time_seconds",
+		"clusterapp_build_info{goversion=",
 	} {
 		if !strings.Contains(body, want) {
-			t.Errorf("/metrics lacks %q", want)
+			t.Errorf("metrics lack %q:\n%s", want, body)
 		}
 	}
 }

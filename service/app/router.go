@@ -7,6 +7,11 @@ import (
 	"strings"
 )
 
+// Routes are the route labels the router counts requests under (every
+// route, debug ones included, so that every worker lays out the shared
+// metrics table alike whatever its settings), and "unmatched" for the rest.
+var Routes = []string{"/", "/fib", "/slow", "/healthz", "/readyz", "/debug/crash", "/debug/hang", "/debug/leak", "unmatched"}
+
 // router dispatches on the exact path. GET routes also answer HEAD.
 func (a *App) router() http.Handler {
 	routes := map[string]http.Handler{}
@@ -21,7 +26,6 @@ func (a *App) router() http.Handler {
 	add("/slow", a.slow, http.MethodGet)
 	add("/healthz", a.healthz, http.MethodGet)
 	add("/readyz", a.readyz, http.MethodGet)
-	add("/metrics", a.opts.Metrics.Handler().ServeHTTP, http.MethodGet)
 	if a.opts.DebugEndpoints {
 		add("/debug/crash", a.crash, http.MethodGet, http.MethodPost)
 		add("/debug/hang", a.hang, http.MethodGet, http.MethodPost)

@@ -169,12 +169,12 @@ func TestParsers(t *testing.T) {
 	if rss, peak := parseStatusMemory(status); rss != 16384 || peak != 21000 {
 		t.Errorf("parseStatusMemory = %d, %d; want 16384, 21000", rss, peak)
 	}
-	metrics := "HTTP/1.1 200 OK\r\nX-Worker: 2\r\n\r\n# TYPE go_sched_gomaxprocs_threads gauge\ngo_sched_gomaxprocs_threads 2\n"
-	if w, n, ok := parseGOMAXPROCS(metrics); !ok || w != "2" || n != 2 {
-		t.Errorf("parseGOMAXPROCS = %q, %d, %v", w, n, ok)
+	metrics := "# TYPE go_sched_gomaxprocs_threads gauge\ngo_sched_gomaxprocs_threads{worker=\"1\"} 3\ngo_sched_gomaxprocs_threads{worker=\"2\"} 2\n"
+	if got := parseGOMAXPROCS(metrics); len(got) != 2 || got["1"] != 3 || got["2"] != 2 {
+		t.Errorf("parseGOMAXPROCS = %v, want 1: 3, 2: 2", got)
 	}
-	if _, _, ok := parseGOMAXPROCS("HTTP/1.1 503\r\n\r\n"); ok {
-		t.Error("parseGOMAXPROCS accepted a response without the gauge")
+	if got := parseGOMAXPROCS("no such gauge\n"); len(got) != 0 {
+		t.Errorf("parseGOMAXPROCS of a scrape without the gauge = %v", got)
 	}
 	if got := cpuModel("processor\t: 0\nmodel name\t: AMD  EPYC 7B13\n"); got != "AMD EPYC 7B13" {
 		t.Errorf("cpuModel = %q", got)

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -49,19 +50,16 @@ func parseStatusMemory(status string) (rss, peak int) {
 	return rss, peak
 }
 
-// parseGOMAXPROCS reads a `curl -D -` response of /metrics: the X-Worker
-// header and the go_sched_gomaxprocs_threads gauge.
-func parseGOMAXPROCS(out string) (worker string, procs int, ok bool) {
-	var haveProcs bool
-	for _, line := range strings.Split(out, "\n") {
-		line = strings.TrimSpace(line)
-		if k, v, found := strings.Cut(line, ":"); found && strings.EqualFold(k, "X-Worker") {
-			worker = strings.TrimSpace(v)
-		}
-		if v, found := strings.CutPrefix(line, "go_sched_gomaxprocs_threads "); found {
-			f, err := strconv.ParseFloat(v, 64)
-			procs, haveProcs = int(f), err == nil
-		}
+// gomaxprocsLine is one worker's go_sched_gomaxprocs_threads in a scrape of
+// the pool's metrics listener.
+var gomaxprocsLine = regexp.MustCompile(`(?m)^go_sched_gomaxprocs_threads\{worker="([^"]+)"\} (\d+)$`)
+
+// parseGOMAXPROCS reads every worker's GOMAXPROCS from one scrape.
+func parseGOMAXPROCS(scrape string) map[string]int {
+	out := map[string]int{}
+	for _, m := range gomaxprocsLine.FindAllStringSubmatch(scrape, -1) {
+		n, _ := strconv.Atoi(m[2]) // \d+: only overflow fails
+		out[m[1]] = n
 	}
-	return worker, procs, worker != "" && haveProcs
+	return out
 }

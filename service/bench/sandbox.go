@@ -28,6 +28,9 @@ const loadNice = -10
 // target is the suite's address inside the box's own network namespace.
 const target = "http://127.0.0.1:8080"
 
+// metricsURL is the pool's metrics listener in the box (clusterapp-metrics.socket).
+const metricsURL = "http://127.0.0.1:9180/metrics"
+
 // Errors that end a run: the benchmark reports numbers, but a run that could
 // not be made is a failure, not a result.
 var (
@@ -125,8 +128,8 @@ func (s *Sandbox) Apply(ctx context.Context, c Configuration, workers int) error
 	}
 	for _, argv := range [][]string{
 		{"systemctl", "daemon-reload"},
-		{"systemctl", "stop", "clusterapp.target", "clusterapp-worker@*.service", "clusterapp.socket"},
-		{"systemctl", "start", "clusterapp.socket", "clusterapp.target"},
+		{"systemctl", "stop", "clusterapp.target", "clusterapp-worker@*.service", "clusterapp.socket", "clusterapp-metrics.socket"},
+		{"systemctl", "start", "clusterapp.socket", "clusterapp-metrics.socket", "clusterapp.target"},
 	} {
 		if _, err := s.Exec(ctx, time.Minute, argv...); err != nil {
 			return fmt.Errorf("apply %q: %w", c.Name, err)
@@ -223,17 +226,19 @@ func (s *Sandbox) Workers(ctx context.Context, n int) ([]Worker, error) {
 	return workers, nil
 }
 
-// GOMAXPROCS asks /metrics what GOMAXPROCS the workers run with, sampling
-// until every one of n workers answered (or a few tries per worker).
+// GOMAXPROCS asks the metrics listener what GOMAXPROCS the workers run
+// with: one scrape holds every live worker; it retries a few times while
+// fewer than n workers are live.
 func (s *Sandbox) GOMAXPROCS(ctx context.Context, n int) (map[string]int, error) {
-	seen := map[string]int{}
-	for try := 0; try < 8*n && len(seen) < n; try++ {
-		out, err := s.Exec(ctx, 10*time.Second, "curl", "-sS", "-D", "-", "--max-time", "5", target+"/metrics")
+	var seen map[string]int
+	for try := 0; try < 8 && len(seen) < n; try++ {
+		out, err := s.Exec(ctx, 10*time.Second, "curl", "-sS", "--max-time", "5", metricsURL)
 		if err != nil {
 			return nil, err
 		}
-		if worker, procs, ok := parseGOMAXPROCS(out); ok {
-			seen[worker] = procs
+		seen = parseGOMAXPROCS(out)
+		if len(seen) < n {
+			time.Sleep(250 * time.Millisecond)
 		}
 	}
 	return seen, nil

@@ -15,8 +15,13 @@
 // open file description is shared with every worker, and blocking mode has
 // been measured to leave Go threads stuck in accept4() (use NonBlocking=yes).
 //
-// Without LISTEN_FDS the worker binds the configured address itself, so the
-// binary runs anywhere (`go run ./cmd/clusterapp`).
+// The metrics socket (clusterapp-metrics.socket) is passed alongside, named
+// by its FileDescriptorName=metrics (LISTEN_FDNAMES); every other passed
+// socket serves the service, whatever its name, so an operator who adds
+// ListenStream= lines to clusterapp.socket gets them all served.
+//
+// Without LISTEN_FDS the worker binds the configured addresses itself, so
+// the binary runs anywhere (`go run ./cmd/clusterapp`).
 package listen
 
 import (
@@ -57,40 +62,71 @@ var stdEnv = env{
 	files:  func() []*os.File { return activation.Files(true) },
 }
 
-// Listeners returns the listeners systemd passed, or, when LISTEN_FDS is not
-// set, one listener bound to fallbackAddr. It fails when LISTEN_FDS is set but
-// unusable (LISTEN_PID names another process, or an fd is not a listening
-// stream socket), rather than silently binding a port of its own.
-func Listeners(fallbackAddr string, log *logrus.Entry) ([]net.Listener, Source, error) {
-	return stdEnv.listeners(fallbackAddr, log)
+// MetricsName is the FileDescriptorName= of the metrics socket.
+const MetricsName = "metrics"
+
+// Set is a worker's listeners: the service's and the metrics listener's.
+type Set struct {
+	Service []net.Listener
+	Metrics []net.Listener // none when systemd passed no metrics socket
 }
 
-func (e env) listeners(fallbackAddr string, log *logrus.Entry) ([]net.Listener, Source, error) {
+// Close closes every listener (a worker that fails to start).
+func (s Set) Close() { closeAll(s.Service); closeAll(s.Metrics) }
+
+// All returns the listeners systemd passed, or, when LISTEN_FDS is not set,
+// binds serviceAddr and metricsAddr ("" for none) itself. It fails when
+// LISTEN_FDS is set but unusable (LISTEN_PID names another process, an fd is
+// not a listening stream socket, no service socket among them), rather than
+// silently binding a port of its own.
+func All(serviceAddr, metricsAddr string, log *logrus.Entry) (Set, Source, error) {
+	return stdEnv.listeners(serviceAddr, metricsAddr, log)
+}
+
+func (e env) listeners(serviceAddr, metricsAddr string, log *logrus.Entry) (Set, Source, error) {
 	fds, pid := e.getenv("LISTEN_FDS"), e.getenv("LISTEN_PID")
 	if fds == "" {
-		l, err := net.Listen("tcp", fallbackAddr)
+		l, err := net.Listen("tcp", serviceAddr)
 		if err != nil {
-			return nil, "", fmt.Errorf("listen on %s: %w", fallbackAddr, err)
+			return Set{}, "", fmt.Errorf("listen on %s: %w", serviceAddr, err)
 		}
-		return []net.Listener{l}, Bound, nil
+		set := Set{Service: []net.Listener{l}}
+		if metricsAddr != "" {
+			ml, err := net.Listen("tcp", metricsAddr)
+			if err != nil {
+				set.Close()
+				return Set{}, "", fmt.Errorf("listen for metrics on %s: %w", metricsAddr, err)
+			}
+			set.Metrics = []net.Listener{ml}
+		}
+		return set, Bound, nil
 	}
 	if p, err := strconv.Atoi(pid); err != nil || p != e.getpid() {
-		return nil, "", fmt.Errorf("LISTEN_FDS=%s is set but LISTEN_PID=%q is not this process (%d): the fds were meant for another process", fds, pid, e.getpid())
+		return Set{}, "", fmt.Errorf("LISTEN_FDS=%s is set but LISTEN_PID=%q is not this process (%d): the fds were meant for another process", fds, pid, e.getpid())
 	}
 	files := e.files()
 	if len(files) == 0 {
-		return nil, "", fmt.Errorf("LISTEN_FDS=%q passed no file descriptors: expected a positive count", fds)
+		return Set{}, "", fmt.Errorf("LISTEN_FDS=%q passed no file descriptors: expected a positive count", fds)
 	}
-	var ls []net.Listener
+	var set Set
 	for _, f := range files {
+		metrics := f.Name() == MetricsName
 		l, err := fileListener(f, log)
 		if err != nil {
-			closeAll(ls)
-			return nil, "", err
+			set.Close()
+			return Set{}, "", err
 		}
-		ls = append(ls, l)
+		if metrics {
+			set.Metrics = append(set.Metrics, l)
+		} else {
+			set.Service = append(set.Service, l)
+		}
 	}
-	return ls, Activated, nil
+	if len(set.Service) == 0 {
+		set.Close()
+		return Set{}, "", fmt.Errorf("systemd passed only the metrics socket (LISTEN_FDNAMES=%q): expected the service socket too (Sockets=clusterapp.socket)", e.getenv("LISTEN_FDNAMES"))
+	}
+	return set, Activated, nil
 }
 
 // fileListener checks f and turns it into a net.Listener; f is closed (the

@@ -52,7 +52,8 @@ func tcpListenerFile(t *testing.T, nonblock bool) (*os.File, string) {
 
 func TestFallbackBinds(t *testing.T) {
 	log, _ := testLog()
-	ls, src, err := envWith(nil).listeners("127.0.0.1:0", log)
+	set, src, err := envWith(nil).listeners("127.0.0.1:0", "", log)
+	ls := set.Service
 	if err != nil || src != Bound || len(ls) != 1 {
 		t.Fatalf("listeners = %v, %v, %v", ls, src, err)
 	}
@@ -62,7 +63,8 @@ func TestFallbackBinds(t *testing.T) {
 func TestActivatedListenerServes(t *testing.T) {
 	f, addr := tcpListenerFile(t, true)
 	log, hook := testLog()
-	ls, src, err := envWith(map[string]string{"LISTEN_FDS": "1", "LISTEN_PID": "42"}, f).listeners("unused", log)
+	set, src, err := envWith(map[string]string{"LISTEN_FDS": "1", "LISTEN_PID": "42"}, f).listeners("unused", "", log)
+	ls := set.Service
 	if err != nil || src != Activated || len(ls) != 1 {
 		t.Fatalf("listeners = %v, %v, %v", ls, src, err)
 	}
@@ -89,7 +91,7 @@ func TestActivatedListenerServes(t *testing.T) {
 
 func TestWrongPIDIsAnError(t *testing.T) {
 	log, _ := testLog()
-	_, _, err := envWith(map[string]string{"LISTEN_FDS": "1", "LISTEN_PID": "7"}).listeners("unused", log)
+	_, _, err := envWith(map[string]string{"LISTEN_FDS": "1", "LISTEN_PID": "7"}).listeners("unused", "", log)
 	if err == nil || !strings.Contains(err.Error(), "LISTEN_PID") {
 		t.Fatalf("err = %v", err)
 	}
@@ -105,7 +107,7 @@ func TestAcceptedConnectionIsRefused(t *testing.T) {
 	defer c.Close()
 	f, _ := c.(*net.TCPConn).File()
 	log, _ := testLog()
-	_, _, err = envWith(map[string]string{"LISTEN_FDS": "1", "LISTEN_PID": "42"}, f).listeners("unused", log)
+	_, _, err = envWith(map[string]string{"LISTEN_FDS": "1", "LISTEN_PID": "42"}, f).listeners("unused", "", log)
 	if !errors.Is(err, ErrNotListening) || !strings.Contains(err.Error(), "Accept=yes") {
 		t.Fatalf("err = %v", err)
 	}
@@ -114,7 +116,8 @@ func TestAcceptedConnectionIsRefused(t *testing.T) {
 func TestBlockingSocketWarns(t *testing.T) {
 	f, _ := tcpListenerFile(t, false) // like a socket unit without NonBlocking=yes
 	log, hook := testLog()
-	ls, _, err := envWith(map[string]string{"LISTEN_FDS": "1", "LISTEN_PID": "42"}, f).listeners("unused", log)
+	set, _, err := envWith(map[string]string{"LISTEN_FDS": "1", "LISTEN_PID": "42"}, f).listeners("unused", "", log)
+	ls := set.Service
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,4 +125,44 @@ func TestBlockingSocketWarns(t *testing.T) {
 	if e := hook.LastEntry(); e == nil || e.Level != logrus.WarnLevel || !strings.Contains(e.Message, "NonBlocking=yes") {
 		t.Fatalf("no blocking-mode warning: %v", hook.AllEntries())
 	}
+}
+
+// The metrics socket is told apart by its FileDescriptorName=; every other
+// passed socket serves the service.
+func TestMetricsSocketByName(t *testing.T) {
+	log, _ := testLog()
+	named := func(name string) *os.File {
+		f, _ := tcpListenerFile(t, true)
+		defer f.Close()
+		fd, err := syscall.Dup(int(f.Fd()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.SetNonblock(fd, true); err != nil {
+			t.Fatal(err)
+		}
+		return os.NewFile(uintptr(fd), name)
+	}
+	set, _, err := envWith(map[string]string{"LISTEN_FDS": "2", "LISTEN_PID": "42"}, named("clusterapp.socket"), named(MetricsName)).listeners("unused", "unused", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	if len(set.Service) != 1 || len(set.Metrics) != 1 {
+		t.Fatalf("got %d service and %d metrics listeners, want 1 and 1", len(set.Service), len(set.Metrics))
+	}
+	_, _, err = envWith(map[string]string{"LISTEN_FDS": "1", "LISTEN_PID": "42", "LISTEN_FDNAMES": "metrics"}, named(MetricsName)).listeners("unused", "unused", log)
+	if err == nil || !strings.Contains(err.Error(), "only the metrics socket") {
+		t.Fatalf("only a metrics socket: err = %v, want one saying the service socket is missing", err)
+	}
+}
+
+// Standalone, the worker binds the metrics address too.
+func TestFallbackBindsMetrics(t *testing.T) {
+	log, _ := testLog()
+	set, _, err := envWith(nil).listeners("127.0.0.1:0", "127.0.0.1:0", log)
+	if err != nil || len(set.Service) != 1 || len(set.Metrics) != 1 {
+		t.Fatalf("listeners = %+v, %v", set, err)
+	}
+	set.Close()
 }

@@ -287,10 +287,14 @@ func (b *Box) LoadAsync(path string, args ...string) func() *loadgen.Result {
 	}
 }
 
+// MetricsURL is where the pool's metrics are scraped in a box (the shipped
+// clusterapp-metrics.socket).
+const MetricsURL = "http://127.0.0.1:9180/metrics"
+
 // Start starts the socket and waits for the first request to be served.
 func (b *Box) Start(workers int) {
 	b.t.Helper()
-	b.Must("systemctl", "start", "clusterapp.socket")
+	b.Must("systemctl", "start", "clusterapp.socket", "clusterapp-metrics.socket")
 	if out, err := b.Curl("/"); err != nil || !strings.HasPrefix(out, "200 ") {
 		b.t.Fatalf("first request to the cold socket: %q %v", out, err)
 	}
