@@ -31,8 +31,9 @@ func TestOpsStatusLogsDoctor(t *testing.T) {
 	}
 	var report struct {
 		Workers []struct {
-			PID    int  `json:"pid"`
-			Served *int `json:"served"`
+			PID      int     `json:"pid"`
+			Served   *int    `json:"served"`
+			Requests *uint64 `json:"requests_total"`
 		} `json:"workers"`
 		Socket struct {
 			Backlog int `json:"backlog"`
@@ -52,10 +53,17 @@ func TestOpsStatusLogsDoctor(t *testing.T) {
 		}
 		return served >= 400
 	})
+	requests := uint64(0)
 	for _, w := range report.Workers {
-		if w.PID == 0 || w.Served == nil {
-			t.Errorf("status --json worker without pid or served count: %+v", w)
+		if w.PID == 0 || w.Served == nil || w.Requests == nil {
+			t.Errorf("status --json worker without pid, served count or requests from the metrics table: %+v", w)
+			continue
 		}
+		requests += *w.Requests
+	}
+	// The metrics table is live, and the number Prometheus scrapes.
+	if requests < uint64(served) {
+		t.Errorf("status --json: %d requests in the metrics table, fewer than the %d served", requests, served)
 	}
 	if len(report.Workers) != 2 || report.Socket.Backlog != 4096 {
 		t.Errorf("status --json: %d workers, backlog %d", len(report.Workers), report.Socket.Backlog)

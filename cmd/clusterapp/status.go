@@ -10,7 +10,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/clusterapp/clusterapp/service/app"
 	"github.com/clusterapp/clusterapp/service/doctor"
+	"github.com/clusterapp/clusterapp/service/metrics"
 	"github.com/clusterapp/clusterapp/service/sockstat"
 	"github.com/clusterapp/clusterapp/service/units"
 )
@@ -28,6 +30,11 @@ type workerStatus struct {
 	// "serving: ..." (starting, draining, stopped).
 	Served   *int `json:"served"`
 	InFlight *int `json:"in_flight"`
+	// RequestsTotal is every request the worker answered since the runtime
+	// directory was created, over its restarts: the pool's metrics table,
+	// the number Prometheus scrapes (clusterapp_http_requests_total). nil
+	// when the worker is not running or the table cannot be read.
+	RequestsTotal *uint64 `json:"requests_total"`
 }
 
 type socketStatus struct {
@@ -73,8 +80,12 @@ func collectStatus(ctx context.Context, c *units.Client, now time.Time) (statusR
 	if err != nil {
 		return r, err
 	}
+	requests := poolRequests()
 	for _, w := range ws {
 		s := workerStatus{Worker: w}
+		if n, ok := requests[w.Instance]; ok && w.Active() {
+			s.RequestsTotal = &n
+		}
 		if !w.Started.IsZero() {
 			up := now.Sub(w.Started).Seconds()
 			s.UptimeSec = &up
@@ -98,12 +109,31 @@ func collectStatus(ctx context.Context, c *units.Client, now time.Time) (statusR
 	return r, nil
 }
 
+// runtimeDir is the workers' RuntimeDirectory= (/run/clusterapp), where the
+// pool's metrics table lives.
+const runtimeDir = "/run/clusterapp"
+
+// poolRequests reads each live worker's request count from the pool's
+// metrics table, by worker number; empty when there is no table to read.
+func poolRequests() map[int]uint64 {
+	out := map[int]uint64{}
+	m, err := metrics.View(runtimeDir, app.Routes)
+	if err != nil {
+		return out
+	}
+	defer m.Close()
+	for _, w := range m.Workers() {
+		out[w.Number] = w.Requests
+	}
+	return out
+}
+
 func writeStatus(w io.Writer, r statusReport) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORKER\tSTATE\tPID\tUPTIME\tRESTARTS\tMEMORY\tCPU\tSERVED\tIN-FLIGHT")
+	fmt.Fprintln(tw, "WORKER\tSTATE\tPID\tUPTIME\tRESTARTS\tMEMORY\tCPU\tSERVED\tREQUESTS\tIN-FLIGHT")
 	for _, s := range r.Workers {
-		fmt.Fprintf(tw, "%d\t%s/%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", s.Instance, s.ActiveState, s.SubState,
-			orDashInt(s.PID), uptime(s.UptimeSec), s.Restarts, memory(s.MemoryBytes), cpu(s.CPU), ptrInt(s.Served), ptrInt(s.InFlight))
+		fmt.Fprintf(tw, "%d\t%s/%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", s.Instance, s.ActiveState, s.SubState,
+			orDashInt(s.PID), uptime(s.UptimeSec), s.Restarts, memory(s.MemoryBytes), cpu(s.CPU), ptrInt(s.Served), ptrUint(s.RequestsTotal), ptrInt(s.InFlight))
 	}
 	if len(r.Workers) == 0 {
 		fmt.Fprintln(tw, "(no worker loaded: the pool starts with the first connection, or systemctl start clusterapp.target)")
@@ -134,6 +164,13 @@ func ptrInt(p *int) string {
 		return "-"
 	}
 	return strconv.Itoa(*p)
+}
+
+func ptrUint(p *uint64) string {
+	if p == nil {
+		return "-"
+	}
+	return strconv.FormatUint(*p, 10)
 }
 
 func uptime(sec *float64) string {
