@@ -62,7 +62,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		log.Warn(strings.Join(unknown, "; "))
 	}
 	for _, p := range ignored {
-		log.WithField("variable", p.Key).Warn(p.String() + "; systemd applies this setting, not the worker, so the worker serves on (clusterapp-generator used the default)")
+		log.WithField("variable", p.Key).WithFields(logging.Event(logging.MsgInvalidConfig)).Warn(p.String() + "; systemd applies this setting, not the worker, so the worker serves on (clusterapp-generator used the default)")
 	}
 
 	// Signals are caught before anything starts, so a SIGTERM that arrives
