@@ -58,6 +58,12 @@ func testDebLifecycle(t *testing.T, pk builds) {
 	}
 	workers := b.WorkerUnits(runtime.NumCPU())
 	b.Eventually(10*time.Second, "every worker active", func() bool { return b.AllActive(workers...) })
+	if got, _ := b.Run("systemctl", "is-active", "clusterapp-metrics.socket"); strings.TrimSpace(got) != "active" {
+		t.Errorf("postinst did not start clusterapp-metrics.socket: %q", got)
+	}
+	if out, err := b.Run("curl", "-sSf", "--max-time", "5", sandbox.MetricsURL); err != nil || !strings.Contains(out, "clusterapp_pool_workers ") {
+		t.Errorf("the installed metrics listener: %v\n%.300s", err, out)
+	}
 
 	t.Run("SysctlsInEffect", func(t *testing.T) {
 		_, shipped := sysctlFile(t)
