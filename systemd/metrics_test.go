@@ -79,10 +79,12 @@ func TestMetricsListenerShowsThePool(t *testing.T) {
 	// The listener moves with CLUSTERAPP_METRICS_LISTEN, and answers only there.
 	b.WriteFile("/etc/clusterapp/clusterapp.env", "CLUSTERAPP_WORKERS=2\nCLUSTERAPP_METRICS_LISTEN=127.0.0.3:9300\n")
 	b.Must("systemctl", "daemon-reload")
-	// In one transaction: the workers stop before the socket restarts (a
-	// socket refuses to start while the service it activates runs) and
-	// start after it, with the new descriptor.
-	b.Must("systemctl", "restart", "clusterapp-metrics.socket", "clusterapp.target")
+	// The documented steps: every worker holds the old descriptor, and
+	// systemd refuses to start a socket while the service it activates
+	// (worker 1) runs. Clients wait in clusterapp.socket's backlog meanwhile.
+	b.Must("systemctl", "stop", "clusterapp-worker@*.service")
+	b.Must("systemctl", "restart", "clusterapp-metrics.socket")
+	b.Must("systemctl", "start", "clusterapp.target")
 	b.Eventually(10*time.Second, "scrape on the new address", func() bool {
 		s, err := b.Run("curl", "-sSf", "--max-time", "2", "http://127.0.0.3:9300/metrics")
 		return err == nil && strings.Contains(s, "clusterapp_pool_workers 2\n")

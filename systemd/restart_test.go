@@ -73,6 +73,16 @@ func TestStopEndsWorkersCleanly(t *testing.T) {
 		t.Fatalf("load before the stop: %d errors: %v", res.Errors(), res.ErrorSamples)
 	}
 	b.Must("systemctl", "stop", "clusterapp.target")
+	// The target's stop job returns before the workers are through their
+	// drain and ExecStopPost=; wait for them, then read how they ended.
+	b.Eventually(30*time.Second, "workers stopped", func() bool {
+		for _, unit := range b.WorkerUnits(2) {
+			if s := b.Show(unit, "ActiveState"); s == "deactivating" || s == "active" {
+				return false
+			}
+		}
+		return true
+	})
 	for _, unit := range b.WorkerUnits(2) {
 		state, result := b.Show(unit, "ActiveState"), b.Show(unit, "Result")
 		if state != "inactive" || result != "success" {

@@ -78,8 +78,8 @@ func TestTruncatedTablesBeforeStart(t *testing.T) {
 		return true
 	})
 	n := b.Must("sh", "-c", `n=0; for f in /run/clusterapp/*.table; do truncate -s $(( $(stat -c %s "$f") / 2 )) "$f" && n=$((n+1)); done; echo $n`)
-	if n != "2" {
-		t.Fatalf("truncated %s table files, want 2 (rate limit and balance)", n)
+	if n != "3" {
+		t.Fatalf("truncated %s table files, want 3 (rate limit, balance and metrics)", n)
 	}
 	b.Must("sh", "-c", `cd /run/clusterapp && head -c 524304 /dev/zero >ratelimit.table.v1 && head -c 16400 /dev/zero >balance.table.v1 &&
 		for f in ratelimit balance; do chown --reference=. $f.table.v1 && mv $f.table.v1 $f.table; done`)
@@ -90,11 +90,12 @@ func TestTruncatedTablesBeforeStart(t *testing.T) {
 	}
 	assertHealthyRestarts(t, b, units, old)
 	journal := b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-u", "clusterapp-worker@*")
-	if c := strings.Count(journal, "table file was unusable: replaced it with a fresh one"); c != 2 {
-		t.Errorf("%d replacements in the journal, want 2 (one per table); journal:\n%s", c, journal)
+	if c := strings.Count(journal, "table file was unusable: replaced it with a fresh one"); c != 3 {
+		t.Errorf("%d replacements in the journal, want 3 (one per table); journal:\n%s", c, journal)
 	}
-	if sizes := b.Must("sh", "-c", `stat -c '%n %s' /run/clusterapp/*.table`); sizes != "/run/clusterapp/balance.v2.1024.table 16448\n/run/clusterapp/ratelimit.v2.65536.table 524352" {
-		t.Errorf("tables after the restart:\n%s\nwant the two replaced, at their sizes, and version 1's removed", sizes)
+	sizes := b.Must("sh", "-c", `stat -c '%n %s' /run/clusterapp/*.table`)
+	if !regexp.MustCompile(`^/run/clusterapp/balance\.v2\.1024\.table 16448\n/run/clusterapp/metrics\.v\d+\.1024\.table \d+\n/run/clusterapp/ratelimit\.v2\.65536\.table 524352$`).MatchString(sizes) {
+		t.Errorf("tables after the restart:\n%s\nwant the three replaced, at their sizes, and version 1's removed", sizes)
 	}
 }
 
