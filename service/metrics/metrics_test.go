@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -252,5 +253,33 @@ func TestListenQueue(t *testing.T) {
 	w2.sampleQueues() // the same period: not counted twice
 	if got := value(t, w2, "clusterapp_listen_queue_full_seconds_total", ""); got != queueEvery.Seconds() {
 		t.Errorf("full seconds = %v, want one period, %v", got, queueEvery.Seconds())
+	}
+}
+
+// Names lists exactly the families a scrape holds, so the shipped rules and
+// dashboard (packaging/examples_test.go) are checked against the real ones.
+func TestNamesMatchTheScrape(t *testing.T) {
+	m, _ := newWorker(t, t.TempDir(), "1")
+	m.WatchBalanceGate(func() bool { return true })
+	m.WatchRateLimitTable(func() string { return "shared" })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	m.WatchListeners([]net.Listener{ln})
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, mf := range mfs {
+		got = append(got, mf.GetName())
+	}
+	want := append([]string(nil), Names()...)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("a scrape holds\n%v\nNames() says\n%v", got, want)
 	}
 }
