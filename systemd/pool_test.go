@@ -36,8 +36,10 @@ func TestPoolOneWorkerPerCPU(t *testing.T) {
 	if !regexp.MustCompile(`Status: "serving: \d+ requests served`).MatchString(status) {
 		t.Fatalf("systemctl status lacks the worker's STATUS line:\n%s", status)
 	}
-	if !strings.Contains(status, "TriggeredBy: ● clusterapp.socket") {
-		t.Errorf("worker not shown as triggered by the socket:\n%s", status)
+	// TriggeredBy: lists both sockets the worker is passed, one per line.
+	if !regexp.MustCompile(`TriggeredBy: ● clusterapp(-metrics)?\.socket\n(\s+● clusterapp(-metrics)?\.socket\n)*`).MatchString(status) ||
+		!strings.Contains(status, "● clusterapp.socket\n") || !strings.Contains(status, "● clusterapp-metrics.socket\n") {
+		t.Errorf("worker not shown as triggered by the service and metrics sockets:\n%s", status)
 	}
 }
 
