@@ -26,7 +26,7 @@ func TestOpsStatusLogsDoctor(t *testing.T) {
 			t.Errorf("status lacks worker %s with its PID and restarts (%s):\n%s", n, line, out)
 		}
 	}
-	if !strings.Contains(out, "clusterapp.socket: active/") || !strings.Contains(out, "listening on [::]:8080") {
+	if !strings.Contains(out, "clusterapp.socket: active/") || !strings.Contains(out, "listening on 127.0.0.1:8080") {
 		t.Errorf("status lacks the socket:\n%s", out)
 	}
 	var report struct {

@@ -25,7 +25,7 @@ const Prefix = "CLUSTERAPP"
 // shipped environment file, and `scope` says who applies it (see Scope),
 // which decides what an invalid value does.
 type Config struct {
-	Listen        string `envconfig:"LISTEN" default:"127.0.0.1:8080" scope:"listen" desc:"where to listen, in ListenStream= syntax: PORT (every address), IPV4:PORT, [IPV6]:PORT or [IPV6]:PORT%IFACE; under systemd the generator makes it clusterapp.socket's ListenStream= (the shipped socket listens on port 8080, all addresses), standalone the worker binds it"`
+	Listen        string `envconfig:"LISTEN" default:"127.0.0.1:8080" scope:"listen" desc:"where to listen, in ListenStream= syntax: PORT (every address), IPV4:PORT, [IPV6]:PORT or [IPV6]:PORT%IFACE; under systemd the generator makes it clusterapp.socket's ListenStream= (the shipped socket listens on 127.0.0.1:8080 too: loopback until the operator opens it, e.g. with 8080 for every address), standalone the worker binds it"`
 	MetricsListen string `envconfig:"METRICS_LISTEN" default:"127.0.0.1:9180" scope:"listen" desc:"where the metrics listener serves GET /metrics (every live worker's numbers, labelled worker=N), in the syntax of CLUSTERAPP_LISTEN; under systemd the generator makes it clusterapp-metrics.socket's ListenStream=, standalone the worker binds it; it shows the service's internals, so keep it on loopback or a private network"`
 	Backlog       int    `envconfig:"BACKLOG" default:"4096" scope:"units" desc:"listen backlog of clusterapp.socket (Backlog=); keep net.core.somaxconn at least this large"`
 	Workers       int    `envconfig:"WORKERS" default:"0" scope:"units" desc:"number of clusterapp-worker@N units the generator starts; 0 means one per CPU"`
