@@ -73,6 +73,21 @@ func TestSysctlFile(t *testing.T) {
 	if atoi("fs.nr_open") < limit {
 		t.Errorf("fs.nr_open %s is below the workers' LimitNOFILE=%d", v["fs.nr_open"], limit)
 	}
+	// The shipped sockets' ports are reserved from the source-port range.
+	reserved := "," + v["net.ipv4.ip_local_reserved_ports"] + ","
+	for _, unit := range []string{"systemd/clusterapp.socket", "systemd/clusterapp-metrics.socket"} {
+		data, err := os.ReadFile(filepath.Join(repoRoot, unit))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`(?m)^ListenStream=.*:(\d+)$`).FindSubmatch(data)
+		if m == nil {
+			t.Fatalf("%s: no ListenStream=ADDRESS:PORT", unit)
+		}
+		if !strings.Contains(reserved, ","+string(m[1])+",") {
+			t.Errorf("%s's port %s is not in net.ipv4.ip_local_reserved_ports = %s", unit, m[1], v["net.ipv4.ip_local_reserved_ports"])
+		}
+	}
 	lo, _ := strconv.Atoi(strings.Fields(v["net.ipv4.ip_local_port_range"])[0])
 	if lo <= 8080 {
 		t.Errorf("ip_local_port_range starts at %d: the listening port 8080 could be taken as a source port", lo)
