@@ -2,7 +2,11 @@ package doctor
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 
+	"github.com/clusterapp/clusterapp/service/sockstat"
 	"github.com/clusterapp/clusterapp/service/units"
 )
 
@@ -48,13 +52,42 @@ func checkPortRange(f Facts) Finding {
 		return bad(Problem, name, detail+fmt.Sprintf(": fewer than %d ports for outgoing connections", minEphemeralPorts),
 			"sysctl -w net.ipv4.ip_local_port_range=\"1024 65535\" and persist it in /etc/sysctl.d/")
 	}
-	for _, l := range f.Listeners {
-		if p := int(l.Addr.Port()); p >= lo && p <= hi {
-			return bad(Warning, name, detail+fmt.Sprintf(": it includes the listening port %d, which an outgoing connection could take while the socket is down", p),
-				fmt.Sprintf("sysctl -w net.ipv4.ip_local_reserved_ports=%d (persist it in /etc/sysctl.d/)", p))
+	// Any listening port of the host in the range, not only ours: an
+	// outgoing connection can take it as its source port while that
+	// service restarts, and the service then cannot bind it.
+	var exposed []int
+	for _, l := range append(append([]sockstat.Listener(nil), f.Listeners...), f.AllListeners...) {
+		p := int(l.Addr.Port())
+		if p >= lo && p <= hi && !reserved(f.Reserved, p) && !slices.Contains(exposed, p) {
+			exposed = append(exposed, p)
 		}
 	}
+	if len(exposed) > 0 {
+		slices.Sort(exposed)
+		list := make([]string, 0, len(f.Reserved)+len(exposed))
+		for _, r := range f.Reserved {
+			if r[0] == r[1] {
+				list = append(list, strconv.Itoa(r[0]))
+			} else {
+				list = append(list, fmt.Sprintf("%d-%d", r[0], r[1]))
+			}
+		}
+		for _, p := range exposed {
+			list = append(list, strconv.Itoa(p))
+		}
+		return bad(Warning, name, detail+fmt.Sprintf(": it includes the listening port(s) %v, not reserved: an outgoing connection could take one as its source port while its service restarts", exposed),
+			fmt.Sprintf("sysctl -w net.ipv4.ip_local_reserved_ports=%s and persist it in /etc/sysctl.d/ (the key replaces the whole list)", strings.Join(list, ",")))
+	}
 	return ok(name, detail)
+}
+
+func reserved(rs [][2]int, port int) bool {
+	for _, r := range rs {
+		if port >= r[0] && port <= r[1] {
+			return true
+		}
+	}
+	return false
 }
 
 func checkWorkers(f Facts) []Finding {

@@ -60,6 +60,11 @@ func TestGaps(t *testing.T) {
 		{"socket stopped", "socket", Problem, "systemctl enable --now clusterapp.socket", func(f *Facts) { f.Socket.ActiveState = "inactive"; f.Listeners = nil }},
 		{"narrow port range", "port range", Problem, "ip_local_port_range", func(f *Facts) { f.PortRange = [2]int{60000, 60999} }},
 		{"listen port in the range", "port range", Warning, "ip_local_reserved_ports=8080", func(f *Facts) { f.PortRange = [2]int{1024, 65535} }},
+		{"another service's port in the range", "port range", Warning, "ip_local_reserved_ports=8080,9180,11211 and persist", func(f *Facts) {
+			f.PortRange = [2]int{10000, 65000} // the shipped range
+			f.Reserved = [][2]int{{8080, 8080}, {9180, 9180}}
+			f.AllListeners = []sockstat.Listener{{Addr: netip.MustParseAddrPort("127.0.0.1:11211")}, {Addr: netip.MustParseAddrPort("0.0.0.0:22")}}
+		}},
 		{"worker stopped", "workers", Problem, "systemctl start clusterapp.target", func(f *Facts) { f.Workers[1].ActiveState = "inactive" }},
 		{"surplus worker", "workers", Warning, "clusterapp scale 1", func(f *Facts) {
 			f.Configured = 1
@@ -97,6 +102,20 @@ func TestParseOpenFileLimit(t *testing.T) {
 	}
 	if _, _, err := ParseOpenFileLimit("Max processes 1 2 processes\n"); err == nil {
 		t.Error("missing line not reported")
+	}
+}
+
+// A listening port inside the range is fine once reserved, alone or in a range.
+func TestReservedPortsQuietTheWarning(t *testing.T) {
+	f := healthy()
+	f.PortRange = [2]int{1024, 65535}
+	f.Reserved, _ = ParsePortList("8000-8100,9180")
+	f.AllListeners = []sockstat.Listener{{Addr: netip.MustParseAddrPort("127.0.0.1:9180")}}
+	if got := checkPortRange(f); got.Severity != OK {
+		t.Errorf("reserved listening ports: %+v", got)
+	}
+	if _, err := ParsePortList("80,x"); err == nil {
+		t.Error("ParsePortList accepted x")
 	}
 }
 

@@ -22,8 +22,12 @@ type Facts struct {
 	Workers     []units.Worker
 	Socket      units.SocketState
 	Listeners   []sockstat.Listener // LISTEN sockets on the socket's ports
-	Somaxconn   int
-	PortRange   [2]int
+	// AllListeners are every TCP LISTEN socket of this network namespace.
+	AllListeners []sockstat.Listener
+	Somaxconn    int
+	PortRange    [2]int
+	// Reserved is net.ipv4.ip_local_reserved_ports as ranges [lo, hi].
+	Reserved [][2]int
 	// OpenFiles maps a worker PID to its soft open-file limit.
 	OpenFiles         map[int]int
 	ManagerHardNOFILE uint64 // PID 1's hard open-file limit
@@ -62,6 +66,7 @@ func Gather(ctx context.Context, sd Systemd, envFile string) (Facts, error) {
 	if err != nil {
 		return f, err
 	}
+	f.AllListeners = all
 	f.Listeners = OnPorts(all, f.Socket.Listen)
 	if f.Counters, err = sockstat.ReadListenCounters(); err != nil {
 		return f, err
@@ -70,6 +75,9 @@ func Gather(ctx context.Context, sd Systemd, envFile string) (Facts, error) {
 		return f, err
 	}
 	if f.PortRange, err = readPortRange(); err != nil {
+		return f, err
+	}
+	if f.Reserved, err = readReservedPorts(); err != nil {
 		return f, err
 	}
 	for _, w := range f.Workers {
@@ -163,4 +171,43 @@ func readPortRange() ([2]int, error) {
 		return [2]int{}, fmt.Errorf("parse %s: %q", path, b)
 	}
 	return [2]int{lo, hi}, nil
+}
+
+// readReservedPorts reads net.ipv4.ip_local_reserved_ports: "" (none), or
+// ports and ranges separated by commas, e.g. "8080,9180,30000-30010".
+func readReservedPorts() ([][2]int, error) {
+	const path = "/proc/sys/net/ipv4/ip_local_reserved_ports"
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read sysctl: %w", err)
+	}
+	r, err := ParsePortList(strings.TrimSpace(string(b)))
+	if err != nil {
+		return nil, fmt.Errorf("parse %s: %w", path, err)
+	}
+	return r, nil
+}
+
+// ParsePortList parses a list of ports and ranges as the kernel prints
+// ip_local_reserved_ports.
+func ParsePortList(s string) ([][2]int, error) {
+	var out [][2]int
+	if s == "" {
+		return out, nil
+	}
+	for _, item := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(item, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", item, err)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil {
+				return nil, fmt.Errorf("%q: %w", item, err)
+			}
+		}
+		out = append(out, [2]int{a, b})
+	}
+	return out, nil
 }
