@@ -141,6 +141,7 @@ func testRPMContents(t *testing.T, rpm string) {
 		"/usr/lib/systemd/system-generators/clusterapp-generator",
 		"/usr/lib/systemd/system/clusterapp.socket",
 		"/usr/lib/systemd/system/clusterapp-metrics.socket",
+		"/usr/lib/systemd/system/clusterapp.service",
 		"/usr/lib/systemd/catalog/clusterapp.catalog",
 		"/usr/lib/systemd/system/clusterapp-worker@.service",
 		"/usr/lib/systemd/system/clusterapp-worker@.service.d/10-limits.conf",
