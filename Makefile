@@ -9,7 +9,7 @@ DIST    := dist
 # a time (-p 1): the packaging and systemd suites each load the same 2 CPUs with real traffic.
 TEST_TIMEOUT ?= 30m
 
-.PHONY: help build test test-unit test-integration run bench check fmt vet tidy units docs package deb rpm clean
+.PHONY: help build test test-deps test-unit test-integration run bench check fmt vet tidy units docs package deb rpm clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -19,9 +19,12 @@ build: ## build bin/clusterapp and bin/clusterapp-load
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/clusterapp ./cmd/clusterapp
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/clusterapp-load ./cmd/clusterapp-load
 
-test: build check ## every test: static checks, unit, process, and the suite under real systemd (root)
+test: test-deps build check ## every test: static checks, unit, process, and the suite under real systemd (root; installs the tools it needs)
 	@echo ">> go test (integration tests need root and systemd; they skip with a reason otherwise)"
 	$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) ./...
+
+test-deps: ## install the tools the tests need (root, apt-get), or name the missing ones and fail
+	scripts/test-deps
 
 test-unit: ## unit and process tests only (no systemd, no root)
 	$(GO) test -count=1 -short ./...
