@@ -3,6 +3,10 @@ SHELL   := /bin/bash
 GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
+# Every timestamp in the packages (file mtimes, the changelog date) is the last commit's, so two
+# builds of one commit give identical packages (reproducible-builds.org's SOURCE_DATE_EPOCH).
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+export SOURCE_DATE_EPOCH
 BIN     := bin
 DIST    := dist
 # Every test run is bounded; the integration tests boot real systemd. Packages are tested one at
