@@ -150,7 +150,7 @@ func TestOpsReloadStopsAtFirstFailure(t *testing.T) {
 	t.Logf("reload stopped:\n%s", out)
 }
 
-// `clusterapp scale` 2 -> 3 -> 1: the env file keeps its other lines, only
+// `clusterapp scale` 2 -> 3 -> 1: the count goes to the scale file, only
 // the changed instances start or drain, and a bad count is refused.
 func TestOpsScale(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{Env: "# operator's note\nCLUSTERAPP_WORKERS=2\nCLUSTERAPP_BACKLOG=2048\n"})
@@ -161,8 +161,13 @@ func TestOpsScale(t *testing.T) {
 	if got := b.ActiveWorkers(); len(got) != 3 {
 		t.Fatalf("after scale 3: active %v", got)
 	}
-	if env := b.Must("cat", "/etc/clusterapp/clusterapp.env"); env != "# operator's note\nCLUSTERAPP_WORKERS=3\nCLUSTERAPP_BACKLOG=2048" {
+	// The operator's file (a conffile) is never rewritten: the count goes
+	// to the scale file, read after it.
+	if env := b.Must("cat", "/etc/clusterapp/clusterapp.env"); env != "# operator's note\nCLUSTERAPP_WORKERS=2\nCLUSTERAPP_BACKLOG=2048" {
 		t.Errorf("env file after scale 3:\n%s", env)
+	}
+	if sc := b.Must("cat", "/etc/clusterapp/scale.env"); !strings.HasPrefix(sc, "# Written by `clusterapp scale N`") || !strings.HasSuffix(sc, "\nCLUSTERAPP_WORKERS=3") {
+		t.Errorf("scale file after scale 3:\n%s", sc)
 	}
 	if pid := b.MainPID("clusterapp-worker@1.service"); pid != pid1 {
 		t.Errorf("scale up restarted worker 1: pid %d -> %d", pid1, pid)

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"strconv"
 	"time"
 
@@ -14,7 +17,7 @@ import (
 	"github.com/clusterapp/clusterapp/service/units"
 )
 
-// runScale sets the worker count persistently (the env file, then the
+// runScale sets the worker count persistently (the scale file, then the
 // generator through daemon-reload) and live: it starts only the missing
 // instances and stops (drains) only the surplus ones.
 func runScale(ctx context.Context, args []string, stdout io.Writer) error {
@@ -33,14 +36,38 @@ func runScale(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer c.Close()
-	if err := envedit.SetFile(generator.EnvFile, "CLUSTERAPP_WORKERS", strconv.Itoa(n)); err != nil {
+	if err := writeScaleFile(generator.ScaleFile, n); err != nil {
 		return fmt.Errorf("scale: %w", err)
 	}
-	fmt.Fprintf(stdout, "CLUSTERAPP_WORKERS=%d written to %s\n", n, generator.EnvFile)
+	fmt.Fprintf(stdout, "CLUSTERAPP_WORKERS=%d written to %s\n", n, generator.ScaleFile)
 	if err := applyScale(ctx, c, n, *timeout, stdout); err != nil {
 		return fmt.Errorf("scale: %w", err)
 	}
 	return nil
+}
+
+// scaleHeader starts the scale file when scale creates it.
+const scaleHeader = `# Written by ` + "`clusterapp scale N`" + `: the worker count, read after ` + generator.EnvFile + `
+# by the workers (a second EnvironmentFile=) and clusterapp-generator, so its value wins.
+# Scaling never edits the operator's file. Remove this file to go back to that file's value.
+`
+
+// writeScaleFile sets CLUSTERAPP_WORKERS=n in the scale file, creating it
+// with a header saying what it is.
+func writeScaleFile(path string, n int) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err == nil {
+		_, err = f.WriteString(scaleHeader)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("create %s: %w", path, err)
+		}
+	} else if !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	return envedit.SetFile(path, "CLUSTERAPP_WORKERS", strconv.Itoa(n))
 }
 
 func applyScale(ctx context.Context, c *units.Client, n int, timeout time.Duration, stdout io.Writer) error {

@@ -46,7 +46,7 @@ type Systemd interface {
 // Gather collects Facts from systemd, /proc and the env file.
 func Gather(ctx context.Context, sd Systemd, envFile string) (Facts, error) {
 	f := Facts{EnvFile: envFile, OpenFiles: map[int]int{}}
-	settings := generator.Read(envFile)
+	settings := generator.Read(envFile, generator.ScaleFileFor(envFile))
 	f.ConfigError = strings.Join(settings.Problems, "; ")
 	f.Configured = settings.Workers(runtime.NumCPU())
 	var err error

@@ -51,8 +51,19 @@ import (
 	"github.com/clusterapp/clusterapp/service/unitfile"
 )
 
-// EnvFile is where the operator's settings live.
+// EnvFile is where the operator's settings live: a conffile the package
+// ships short and never rewrites, so upgrades never stop at a prompt.
 const EnvFile = "/etc/clusterapp/clusterapp.env"
+
+// ScaleFile is what `clusterapp scale` writes (CLUSTERAPP_WORKERS), read
+// after EnvFile by the units (a second EnvironmentFile=) and the generator,
+// so scaling never edits the operator's file.
+const ScaleFile = "/etc/clusterapp/scale.env"
+
+// ScaleFileFor is the scale file beside envFile (ScaleFile for EnvFile).
+func ScaleFileFor(envFile string) string {
+	return filepath.Join(filepath.Dir(envFile), filepath.Base(ScaleFile))
+}
 
 // stopMargin is added to CLUSTERAPP_SHUTDOWN_TIMEOUT for TimeoutStopSec=.
 const stopMargin = 10 * time.Second
@@ -81,32 +92,52 @@ type Settings struct {
 	MetricsRefused string
 }
 
-// Read parses and validates the environment file at path the way systemd
-// and the workers read it (package envfile). A missing file means all
-// defaults. Problems never make it fail: a line systemd skips is skipped, an
-// invalid value of a setting systemd applies falls back to its default for
-// that variable alone, and an invalid listen address (or a file systemd
-// refuses as a whole) sets ListenRefused. Notes and Problems say which.
-func Read(path string) Settings {
+// Read parses and validates the environment files at paths, in order, the
+// way systemd and the workers read them (package envfile; a later file's
+// value wins, as with several EnvironmentFile= lines). A missing file is
+// skipped; none at all means all defaults. Problems never make it fail: a
+// line systemd skips is skipped, an invalid value of a setting systemd
+// applies falls back to its default for that variable alone, and an invalid
+// listen address (or a file systemd refuses as a whole) sets ListenRefused.
+// Notes and Problems say which, naming the file each value came from.
+func Read(paths ...string) Settings {
 	defaults, _ := config.LoadVars(nil) // the defaults are valid (a test says so)
 	s := Settings{Config: defaults, Set: map[string]string{}}
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	vars, origin, found := map[string]string{}, map[string]string{}, false
+	for _, path := range paths {
+		data, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			s.refuse(fmt.Sprintf("%s cannot be read: %v", path, err))
+			return s
+		}
+		file, err := envfile.Parse(data)
+		if err != nil {
+			s.refuse(fmt.Sprintf("%s: %v", path, err))
+			return s
+		}
+		found = true
+		for _, w := range file.Warnings {
+			s.Notes = append(s.Notes, fmt.Sprintf("%s: %s", path, w))
+		}
+		for k, v := range file.Vars() {
+			if prev, ok := origin[k]; ok && vars[k] != v {
+				s.Notes = append(s.Notes, fmt.Sprintf("%s: %s=%s overrides %q from %s", path, k, v, vars[k], prev))
+			}
+			vars[k], origin[k] = v, path
+		}
+	}
+	if !found {
 		return s
 	}
-	if err != nil {
-		s.refuse(fmt.Sprintf("%s cannot be read: %v", path, err))
-		return s
+	from := func(key string) string {
+		if p, ok := origin[key]; ok {
+			return p
+		}
+		return paths[0]
 	}
-	file, err := envfile.Parse(data)
-	if err != nil {
-		s.refuse(fmt.Sprintf("%s: %v", path, err))
-		return s
-	}
-	for _, w := range file.Warnings {
-		s.Notes = append(s.Notes, fmt.Sprintf("%s: %s", path, w))
-	}
-	vars := file.Vars()
 	keys := make([]string, 0, len(vars))
 	for k, v := range vars {
 		keys = append(keys, k)
@@ -115,25 +146,28 @@ func Read(path string) Settings {
 		}
 	}
 	sort.Strings(keys)
-	for _, u := range config.Unknown(keys) {
-		s.Notes = append(s.Notes, fmt.Sprintf("%s: %s", path, u))
+	for _, k := range keys {
+		for _, u := range config.Unknown([]string{k}) {
+			s.Notes = append(s.Notes, fmt.Sprintf("%s: %s", from(k), u))
+		}
 	}
 	c, err := config.LoadVars(vars)
 	s.Config = c
 	var ce *config.Error
 	if errors.As(err, &ce) {
-		s.problems(path, ce)
+		s.problems(from, ce)
 	} else if err != nil {
-		s.refuse(fmt.Sprintf("%s: %v", path, err))
+		s.refuse(fmt.Sprintf("%s: %v", paths[0], err))
 	}
+	listenKey, metricsKey := config.Prefix+"_LISTEN", config.Prefix+"_METRICS_LISTEN"
 	if l, err := config.ParseListen(c.Listen); err == nil && s.ListenRefused == "" {
 		if err := l.CheckInterface(); err != nil {
-			s.refuse(fmt.Sprintf("%s: %s=%s: %v", path, config.Prefix+"_LISTEN", c.Listen, err))
+			s.refuse(fmt.Sprintf("%s: %s=%s: %v", from(listenKey), listenKey, c.Listen, err))
 		}
 	}
 	if l, err := config.ParseListen(c.MetricsListen); err == nil && s.MetricsRefused == "" {
 		if err := l.CheckInterface(); err != nil {
-			s.refuseMetrics(fmt.Sprintf("%s: %s=%s: %v", path, config.Prefix+"_METRICS_LISTEN", c.MetricsListen, err))
+			s.refuseMetrics(fmt.Sprintf("%s: %s=%s: %v", from(metricsKey), metricsKey, c.MetricsListen, err))
 		}
 	}
 	return s
@@ -142,8 +176,9 @@ func Read(path string) Settings {
 // problems says what each invalid variable does: the units' settings fall
 // back to their defaults, the listen address fails closed, the workers
 // refuse their own settings.
-func (s *Settings) problems(path string, ce *config.Error) {
+func (s *Settings) problems(from func(key string) string, ce *config.Error) {
 	for _, p := range ce.Problems {
+		path := from(p.Key)
 		switch p.Scope {
 		case config.ScopeUnits:
 			s.Problems = append(s.Problems, fmt.Sprintf("%s: %s; the units use the default, %s", path, p, defaultOf(p.Key)))
@@ -199,7 +234,7 @@ func (s Settings) Workers(cpus int) int {
 }
 
 // header starts every generated file.
-const header = "Generated by clusterapp-generator from " + EnvFile + "; edit that file and run\n`systemctl daemon-reload`. `systemctl edit UNIT` overrides these values."
+const header = "Generated by clusterapp-generator from " + EnvFile + " (and " + ScaleFile + ", written by\n`clusterapp scale`); edit the first and run `systemctl daemon-reload`. `systemctl edit UNIT` overrides\nthese values."
 
 // Files returns the drop-ins to write, by path relative to the output
 // directory. Every value goes through package unitfile, which escapes it
@@ -293,7 +328,7 @@ func orInfinity(s string) string {
 // (a problem) and note (a skipped line, an unknown variable), one line
 // each, and never stops the generator; only a failure to write is an error.
 func Run(envFile, dir string, cpus int, warn, note func(string)) error {
-	s := Read(envFile)
+	s := Read(envFile, ScaleFileFor(envFile))
 	for _, n := range s.Notes {
 		note(n)
 	}

@@ -169,6 +169,33 @@ func TestMetricsListen(t *testing.T) {
 	}
 }
 
+// The scale file (what `clusterapp scale` writes) is read after the
+// operator's file, as the units' second EnvironmentFile=: its value wins, and
+// a problem in it names it.
+func TestScaleFileAfterEnvFile(t *testing.T) {
+	env := write(t, "CLUSTERAPP_WORKERS=2\nCLUSTERAPP_BACKLOG=100\n")
+	if err := os.WriteFile(ScaleFileFor(env), []byte("CLUSTERAPP_WORKERS=5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files, stderr := generate(t, env, 2)
+	if !strings.Contains(stderr, "CLUSTERAPP_WORKERS=5 overrides \"2\" from "+env) {
+		t.Errorf("the override is not noted: %q", stderr)
+	}
+	if n := strings.Count(files["clusterapp.target.d/50-workers.conf"], "Wants="); n != 5 {
+		t.Errorf("%d workers wanted, want 5 from the scale file:\n%s", n, files["clusterapp.target.d/50-workers.conf"])
+	}
+	if got := directives(files["clusterapp.socket.d/50-env.conf"])["Backlog"]; got != "100" {
+		t.Errorf("Backlog = %q, want the env file's 100", got)
+	}
+	if err := os.WriteFile(ScaleFileFor(env), []byte("CLUSTERAPP_WORKERS=many\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr = generate(t, env, 2)
+	if !strings.Contains(stderr, ScaleFileFor(env)+": CLUSTERAPP_WORKERS") {
+		t.Errorf("a bad value in the scale file is not blamed on it: %q", stderr)
+	}
+}
+
 // directives returns the last value of each directive in a unit file.
 func directives(unit string) map[string]string {
 	out := map[string]string{}
