@@ -27,7 +27,10 @@ func runLogs(ctx context.Context, args []string, stdout io.Writer) error {
 	if *worker < 0 || *lines < 0 {
 		return usageError{"logs: --worker and -n expect a whole number"}
 	}
-	if err := units.Preflight(); err != nil {
+	if err := units.SystemdRunning(); err != nil {
+		return fmt.Errorf("logs: %w", err)
+	}
+	if err := units.CanReadJournal(); err != nil {
 		return fmt.Errorf("logs: %w", err)
 	}
 	opts := journal.Options{Since: *since, Lines: *lines, Follow: *follow}

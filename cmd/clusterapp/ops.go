@@ -15,7 +15,17 @@ const opTimeout = 10 * time.Second
 // clusterapp's units are installed. The errors are the one-liners of
 // units.ErrNotRoot, ErrNoSystemd and ErrNotInstalled.
 func dialUnits(ctx context.Context, cmd string) (*units.Client, error) {
-	c, err := units.Dial(ctx)
+	return dialWith(ctx, cmd, units.Dial)
+}
+
+// dialUnitsRead is dialUnits for commands that only read (status): without
+// root it reads over the D-Bus system bus.
+func dialUnitsRead(ctx context.Context, cmd string) (*units.Client, error) {
+	return dialWith(ctx, cmd, units.DialRead)
+}
+
+func dialWith(ctx context.Context, cmd string, dial func(context.Context) (*units.Client, error)) (*units.Client, error) {
+	c, err := dial(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", cmd, err)
 	}

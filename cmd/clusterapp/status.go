@@ -55,7 +55,7 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
 		return usageError{"status: usage: clusterapp status [--json]"}
 	}
-	c, err := dialUnits(ctx, "status")
+	c, err := dialUnitsRead(ctx, "status")
 	if err != nil {
 		return err
 	}

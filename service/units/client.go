@@ -3,6 +3,7 @@ package units
 import (
 	"context"
 	"fmt"
+	"os"
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
 )
@@ -16,6 +17,25 @@ type JobError struct {
 }
 
 func (e *JobError) Error() string { return fmt.Sprintf("%s %s: job %s", e.Op, e.Unit, e.Result) }
+
+// DialRead connects for reading only (status, doctor): as root to the
+// private socket like Dial; otherwise over the D-Bus system bus, where
+// systemd lets any user read unit properties (changing units asks polkit,
+// so the commands that change them use Dial). ErrNotRoot, naming both ways,
+// when there is no system bus to use.
+func DialRead(ctx context.Context) (*Client, error) {
+	if os.Geteuid() == 0 {
+		return Dial(ctx)
+	}
+	if err := SystemdRunning(); err != nil {
+		return nil, err
+	}
+	conn, err := sddbus.NewSystemConnectionContext(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w, and the D-Bus system bus is not reachable to read as another user (%v)", ErrNotRoot, err)
+	}
+	return &Client{conn: conn}, nil
+}
 
 // Client is a connection to systemd's private socket.
 type Client struct {

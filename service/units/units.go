@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/user"
 	"regexp"
 	"sort"
 	"strconv"
@@ -21,9 +22,11 @@ const (
 
 // Sentinel errors for the preconditions every operator command shares.
 var (
-	ErrNotRoot      = errors.New("units: must run as root (systemd's private socket /run/systemd/private is root-only)")
-	ErrNoSystemd    = errors.New("units: systemd is not running on this machine (no /run/systemd/system)")
-	ErrNotInstalled = errors.New("units: clusterapp's units are not installed (clusterapp.socket not found; see README, \"Installing the units\")")
+	ErrNotRoot = errors.New("units: must run as root (systemd's private socket /run/systemd/private is root-only)")
+	// ErrNoJournalAccess: not root and in none of the journal's groups.
+	ErrNoJournalAccess = errors.New("units: reading the workers' journal needs root or membership of the systemd-journal or adm group (usermod -aG adm USER)")
+	ErrNoSystemd       = errors.New("units: systemd is not running on this machine (no /run/systemd/system)")
+	ErrNotInstalled    = errors.New("units: clusterapp's units are not installed (clusterapp.socket not found; see README, \"Installing the units\")")
 )
 
 // WorkerUnit names instance n.
@@ -76,10 +79,47 @@ func Preflight() error {
 	if os.Geteuid() != 0 {
 		return ErrNotRoot
 	}
+	return SystemdRunning()
+}
+
+// SystemdRunning returns ErrNoSystemd unless systemd is the init system.
+func SystemdRunning() error {
 	if _, err := os.Stat("/run/systemd/system"); err != nil {
 		return ErrNoSystemd
 	}
 	return nil
+}
+
+// journalGroups are the groups whose members journalctl shows the system
+// journal to (systemd-journal on every systemd; adm and wheel through the
+// journal files' ACLs on Debian and Fedora).
+var journalGroups = []string{"systemd-journal", "adm", "wheel"}
+
+// CanReadJournal returns nil when this process may read the system journal:
+// root, or a member of one of journalGroups. journalctl run by anyone else
+// shows only that user's own journal, an empty answer that would look like
+// workers that log nothing.
+func CanReadJournal() error {
+	if os.Geteuid() == 0 {
+		return nil
+	}
+	gids, err := os.Getgroups()
+	if err != nil {
+		return fmt.Errorf("units: reading the journal: %w", err)
+	}
+	gids = append(gids, os.Getegid())
+	for _, name := range journalGroups {
+		g, err := user.LookupGroup(name)
+		if err != nil {
+			continue // no such group on this system
+		}
+		for _, gid := range gids {
+			if strconv.Itoa(gid) == g.Gid {
+				return nil
+			}
+		}
+	}
+	return ErrNoJournalAccess
 }
 
 // SortWorkers orders workers by instance number.
