@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/clusterapp/clusterapp/service/config"
 	"github.com/clusterapp/clusterapp/service/generator"
+	"github.com/clusterapp/clusterapp/service/units"
 )
 
 // runConfig prints or checks the configuration.
@@ -51,11 +53,62 @@ func printFileConfig(path string, stdout io.Writer) error {
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		fmt.Fprintf(stdout, "%s does not exist: every variable has its default\n\n", path)
 	}
-	s := generator.Read(path)
+	s := generator.Read(path, generator.ScaleFileFor(path))
 	if err := printTable(stdout, s.Config, s.Set); err != nil {
 		return err
 	}
-	return report(stdout, path, s.Notes, s.Problems)
+	if err := report(stdout, path, s.Notes, s.Problems); err != nil {
+		return err
+	}
+	if path == generator.EnvFile {
+		running(stdout, s.Set)
+	}
+	return nil
+}
+
+// running says which running workers were started with other settings
+// than the files now give (their environment, /proc/PID/environ): those
+// apply at each worker's restart (`clusterapp reload`). It says nothing when
+// it cannot look (not root, systemd not running, no worker).
+func running(stdout io.Writer, want map[string]string) {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	c, err := units.Dial(ctx)
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	ws, err := c.Workers(ctx)
+	if err != nil {
+		return
+	}
+	for _, w := range ws {
+		if w.PID == 0 {
+			continue
+		}
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", w.PID))
+		if err != nil {
+			continue
+		}
+		have := map[string]string{}
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, config.Prefix+"_") && v != "" {
+				have[k] = v
+			}
+		}
+		var diffs []string
+		for _, v := range config.Vars() {
+			if _, set := want[v.Key]; !set && v.Key == generator.WorkerDefaultKey {
+				continue // the generator's Environment= default
+			}
+			if have[v.Key] != want[v.Key] {
+				diffs = append(diffs, fmt.Sprintf("%s=%q (files: %q)", v.Key, have[v.Key], want[v.Key]))
+			}
+		}
+		if len(diffs) > 0 {
+			fmt.Fprintf(stdout, "worker %d (pid %d) runs with %s: it applies them at its restart (clusterapp reload)\n", w.Instance, w.PID, strings.Join(diffs, ", "))
+		}
+	}
 }
 
 // printEnvConfig is printFileConfig for this process's environment, as a

@@ -60,6 +60,11 @@ const EnvFile = "/etc/clusterapp/clusterapp.env"
 // so scaling never edits the operator's file.
 const ScaleFile = "/etc/clusterapp/scale.env"
 
+// WorkerDefaultKey is the one variable the generator gives the workers itself
+// (an Environment= line, the pool's share of the CPUs), which the env file
+// overrides: a worker's environment may hold it though no file sets it.
+const WorkerDefaultKey = config.Prefix + "_MAX_IN_FLIGHT"
+
 // ScaleFileFor is the scale file beside envFile (ScaleFile for EnvFile).
 func ScaleFileFor(envFile string) string {
 	return filepath.Join(filepath.Dir(envFile), filepath.Base(ScaleFile))
@@ -291,7 +296,7 @@ func (s Settings) Files(cpus int) (map[string]string, error) {
 	// where admitting GOMAXPROCS=2 each took 50ms, every CPU being busy.
 	// An Environment= line, so CLUSTERAPP_MAX_IN_FLIGHT in the env file
 	// (EnvironmentFile=) still wins.
-	svc.SetEnv(config.Prefix+"_MAX_IN_FLIGHT", strconv.Itoa(max(1, cpus/s.Workers(cpus))))
+	svc.SetEnv(WorkerDefaultKey, strconv.Itoa(max(1, cpus/s.Workers(cpus))))
 	svc.Set("WatchdogSec", milliseconds(c.WatchdogSec))
 	svc.Set("TimeoutStopSec", milliseconds(c.ShutdownTimeout+stopMargin))
 	svc.Set("LimitNOFILE", strconv.Itoa(c.LimitNOFILE))
