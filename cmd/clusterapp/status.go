@@ -6,13 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"strconv"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
-	"github.com/clusterapp/clusterapp/service/app"
 	"github.com/clusterapp/clusterapp/service/doctor"
-	"github.com/clusterapp/clusterapp/service/metrics"
 	"github.com/clusterapp/clusterapp/service/sockstat"
 	"github.com/clusterapp/clusterapp/service/units"
 )
@@ -52,14 +53,20 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		return usageError{"status: usage: clusterapp status [--json]"}
+	watch := fs.Bool("watch", false, "a live view redrawn every second (requests/s, in flight, p99, memory, restarts) until Ctrl-C")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *watch && *asJSON {
+		return usageError{"status: usage: clusterapp status [--json | --watch]"}
 	}
 	c, err := dialUnitsRead(ctx, "status")
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	if *watch {
+		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return watchStatus(ctx, c, stdout)
+	}
 	report, err := collectStatus(ctx, c, time.Now())
 	if err != nil {
 		return fmt.Errorf("status: %w", err)
@@ -80,10 +87,11 @@ func collectStatus(ctx context.Context, c *units.Client, now time.Time) (statusR
 	if err != nil {
 		return r, err
 	}
-	requests := poolRequests()
+	pool := poolWorkers()
 	for _, w := range ws {
 		s := workerStatus{Worker: w}
-		if n, ok := requests[w.Instance]; ok && w.Active() {
+		if m, ok := pool[w.Instance]; ok && w.Active() {
+			n := m.Requests
 			s.RequestsTotal = &n
 		}
 		if !w.Started.IsZero() {
@@ -112,21 +120,6 @@ func collectStatus(ctx context.Context, c *units.Client, now time.Time) (statusR
 // runtimeDir is the workers' RuntimeDirectory= (/run/clusterapp), where the
 // pool's metrics table lives.
 const runtimeDir = "/run/clusterapp"
-
-// poolRequests reads each live worker's request count from the pool's
-// metrics table, by worker number; empty when there is no table to read.
-func poolRequests() map[int]uint64 {
-	out := map[int]uint64{}
-	m, err := metrics.View(runtimeDir, app.Routes)
-	if err != nil {
-		return out
-	}
-	defer m.Close()
-	for _, w := range m.Workers() {
-		out[w.Number] = w.Requests
-	}
-	return out
-}
 
 func writeStatus(w io.Writer, r statusReport) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -39,7 +39,14 @@ type Worker struct {
 	ConnsOpen uint64
 	RSS       uint64
 	CPUNs     uint64
+	// Latency counts requests by duration bucket (DurationBounds, then
+	// +Inf), every route together, not cumulative.
+	Latency []uint64
 }
+
+// DurationBounds are the upper bounds, in seconds, of Worker.Latency's
+// buckets but the last (+Inf).
+func DurationBounds() []float64 { return append([]float64(nil), durationBuckets...) }
 
 // Workers returns the live workers' numbers, by worker number (this worker
 // included; only this one when it counts alone).
@@ -51,7 +58,11 @@ func (m *Metrics) Workers() []Worker {
 			Number: slot + 1, PID: int(v(wPID)), StartNs: int64(v(wStartNs)), Starts: v(wStarts),
 			Ready: v(wReady) == 1, InFlight: v(wInFlight), ConnsOpen: v(wConnsOpen), RSS: v(wRSS), CPUNs: v(wCPUNs),
 		}
+		wk.Latency = make([]uint64, len(durationBuckets)+1)
 		for _, b := range m.lay.route {
+			for i := range wk.Latency {
+				wk.Latency[i] += v(b.duration.off + i)
+			}
 			for e := range codeEntries {
 				wk.Requests += v(b.codes + 2*e + 1)
 			}
