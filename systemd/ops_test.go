@@ -87,6 +87,21 @@ func TestOpsStatusLogsDoctor(t *testing.T) {
 	if err == nil || !strings.Contains(out, "FAIL  somaxconn") || !strings.Contains(out, "fix: sysctl -w net.core.somaxconn=4096") {
 		t.Errorf("doctor with somaxconn 128: %v\n%s", err, out)
 	}
+	// --json: the same findings for tools, and the same exit status.
+	js, err := b.Run("clusterapp", "doctor", "--json")
+	var diag struct {
+		Findings []struct{ Check, Severity, Detail, Fix string } `json:"findings"`
+		Problems int                                             `json:"problems"`
+	}
+	// The output is the JSON document, then the one-line error on stderr.
+	if jerr := json.NewDecoder(strings.NewReader(js[max(strings.Index(js, "{"), 0):])).Decode(&diag); jerr != nil || err == nil || diag.Problems == 0 {
+		t.Errorf("doctor --json with somaxconn 128: %v %v\n%s", err, jerr, js)
+	}
+	for _, f := range diag.Findings {
+		if f.Check == "somaxconn" && (f.Severity != "problem" || !strings.Contains(f.Fix, "net.core.somaxconn=4096")) {
+			t.Errorf("doctor --json somaxconn finding: %+v", f)
+		}
+	}
 	b.Must("sysctl", "-w", "net.core.somaxconn=4096")
 	b.Must("systemctl", "stop", "clusterapp-worker@2.service")
 	out, err = b.Run("clusterapp", "doctor")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -15,8 +16,9 @@ import (
 func runDoctor(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
+	asJSON := fs.Bool("json", false, "print the findings as JSON (exit status as without it)")
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		return usageError{"doctor: usage: clusterapp doctor"}
+		return usageError{"doctor: usage: clusterapp doctor [--json]"}
 	}
 	c, err := dialUnits(ctx, "doctor")
 	if err != nil {
@@ -30,6 +32,20 @@ func runDoctor(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("doctor: %w", err)
 	}
 	findings := doctor.Evaluate(facts)
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(struct {
+			Findings []doctor.Finding `json:"findings"`
+			Problems int              `json:"problems"`
+		}{findings, doctor.Problems(findings)}); err != nil {
+			return err
+		}
+		if n := doctor.Problems(findings); n > 0 {
+			return fmt.Errorf("doctor: %d problem(s) found", n)
+		}
+		return nil
+	}
 	for _, f := range findings {
 		fmt.Fprintf(stdout, "%-4s  %-12s  %s\n", f.Severity, f.Check, f.Detail)
 		if f.Fix != "" {

@@ -36,11 +36,17 @@ func (s Severity) String() string {
 
 // Finding is the outcome of one check.
 type Finding struct {
-	Check    string
-	Severity Severity
-	Detail   string
+	Check    string   `json:"check"`
+	Severity Severity `json:"severity"`
+	Detail   string   `json:"detail"`
 	// Fix says what to do; empty when OK.
-	Fix string
+	Fix string `json:"fix,omitempty"`
+}
+
+// MarshalText writes a severity as `doctor --json` shows it: ok, warning
+// or problem.
+func (s Severity) MarshalText() ([]byte, error) {
+	return []byte([...]string{"ok", "warning", "problem"}[s]), nil
 }
 
 // Problems counts the findings of Problem severity.
