@@ -32,6 +32,7 @@ func TestStatusWatchInATerminal(t *testing.T) {
 		return busy == 2
 	})
 	wait()
+	t.Logf("the screen:\n%s", screen)
 	if n := strings.Count(screen, "WORKER  STATE"); n != 1 {
 		t.Errorf("the header appears %d times: the view must redraw in place, not scroll\n%s", n, screen)
 	}
