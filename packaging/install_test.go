@@ -187,25 +187,27 @@ func testDebLifecycle(t *testing.T, pk builds) {
 
 // The .rpm installs too: the box's root is an overlay whose writes land in a tmpfs, so
 // `rpm -i --nodeps` (Debian has no rpm database of its dependencies) touches nothing on the
-// host. %post starts the socket, a request is served, `rpm -U` rolls the workers under load
+// host. %post presets the sockets and starts nothing; once the admin starts them a request is served, `rpm -U` rolls the workers under load
 // (the old package's %postun), `rpm -e` leaves nothing listening.
 func testRPMInstall(t *testing.T, pk builds) {
 	needTool(t, "rpm")
 	b := sandbox.New(t, sandbox.Options{Bare: true})
 	b.Copy(pk.rpm[oldVersion], "/tmp/old.rpm")
 	b.Copy(pk.rpm[newVersion], "/tmp/new.rpm")
-	// An image build's policy-rc.d (exit 101) forbids starting services: %post must enable the
-	// socket but not start it. The operator then starts it, as README's install says.
-	b.WriteFile("/usr/sbin/policy-rc.d", "#!/bin/sh\nexit 101\n")
-	b.Must("chmod", "755", "/usr/sbin/policy-rc.d")
+	// Fedora's policy, as %systemd_post: the preset decides whether the socket is enabled, and
+	// nothing is started. With the admin's preset `disable *`: not enabled, not started.
+	b.WriteFile("/etc/systemd/system-preset/10-admin.preset", "disable *\n")
 	t.Logf("rpm -i:\n%s", b.Must("rpm", "-i", "--nodeps", "/tmp/old.rpm"))
-	if got, _ := b.Run("systemctl", "is-active", "clusterapp.socket"); strings.TrimSpace(got) != "inactive" {
-		t.Errorf("%%post started clusterapp.socket although policy-rc.d forbids it: %q", got)
+	for _, unit := range []string{"clusterapp.socket", "clusterapp-metrics.socket"} {
+		if got, _ := b.Run("systemctl", "is-active", unit); strings.TrimSpace(got) != "inactive" {
+			t.Errorf("%%post started %s: %q", unit, got)
+		}
+		if got, _ := b.Run("systemctl", "is-enabled", unit); strings.TrimSpace(got) != "disabled" {
+			t.Errorf("with the preset disable *, %s is %q after rpm -i, want disabled", unit, got)
+		}
 	}
-	if got := b.Must("systemctl", "is-enabled", "clusterapp.socket"); got != "enabled" {
-		t.Errorf("after rpm -i clusterapp.socket is %q, want enabled", got)
-	}
-	b.Must("systemctl", "start", "clusterapp.socket")
+	// The admin enables and starts it, as on any Fedora host.
+	b.Must("systemctl", "enable", "--now", "clusterapp.socket", "clusterapp-metrics.socket")
 	if out, err := b.Curl("/"); err != nil || !strings.HasPrefix(out, "200 ") {
 		t.Fatalf("request after rpm -i: %q %v", out, err)
 	}

@@ -161,9 +161,15 @@ func testRPMContents(t *testing.T, rpm string) {
 	}
 	scripts := run(t, "rpm", "-qp", "--scripts", rpm)
 	for _, want := range []string{"postinstall scriptlet", "preuninstall scriptlet", "postuninstall scriptlet",
-		"systemctl start clusterapp.socket", "clusterapp reload", "[ -d /run/systemd/system ]"} {
+		"systemctl --no-reload preset $units", "clusterapp reload", "[ -d /run/systemd/system ]"} {
 		if !strings.Contains(scripts, want) {
 			t.Errorf("rpm scriptlets lack %q:\n%s", want, scripts)
+		}
+	}
+	// Fedora's policy: nothing is started by the package, and nothing Debian-specific runs.
+	for _, never := range []string{"systemctl start", "deb-systemd", "policy-rc.d"} {
+		if strings.Contains(scripts, never) {
+			t.Errorf("rpm scriptlets run %q:\n%s", never, scripts)
 		}
 	}
 	if file := run(t, "sh", "-c", "rpm2cpio "+rpm+" | cpio -i --quiet --to-stdout /usr/bin/clusterapp | head -c 4 | od -An -c"); !strings.Contains(file, "E   L   F") {
