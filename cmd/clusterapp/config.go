@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -14,37 +13,51 @@ import (
 	"github.com/clusterapp/clusterapp/service/config"
 	"github.com/clusterapp/clusterapp/service/generator"
 	"github.com/clusterapp/clusterapp/service/units"
+	"github.com/spf13/cobra"
 )
 
-// runConfig prints or checks the configuration.
-func runConfig(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("config", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	check := fs.String("check", "", "validate this environment `file`")
-	file := fs.String("file", generator.EnvFile, "show the settings of this environment `file`")
-	fromEnv := fs.Bool("env", false, "show the settings of this process's environment instead of a file")
-	template := fs.Bool("env-template", false, "print the commented environment file")
-	markdown := fs.Bool("markdown", false, "print a markdown table of the variables")
-	invalid := fs.Bool("markdown-invalid", false, "print a markdown table of what invalid values do")
-	if err := fs.Parse(args); err != nil {
-		return usageError{fmt.Sprintf("config: %v", err)}
+// newConfigCommand prints or checks the configuration.
+func newConfigCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Show every setting, its default and the value in effect, or check a file",
+		Long: `Print every CLUSTERAPP_* variable: its default and the value in effect, reading the
+environment file (default ` + generator.EnvFile + `) as systemd reads it, then the
+scale file; running workers started with other values are named. Without root or
+systemd, that last part is left out.
+
+--check validates an environment file without starting anything: exit 78 when a
+value is invalid, saying what each invalid value will do. The other flags print
+the documentation generated from the code.`,
+		Example: `  clusterapp config
+  clusterapp config --check /etc/clusterapp/clusterapp.env
+  clusterapp config --env-template > clusterapp.env`,
+		Args: noArgs,
 	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("config: unexpected argument %q", fs.Arg(0))}
+	f := cmd.Flags()
+	check := f.String("check", "", "validate this environment `file` and exit (78 when a value is invalid)")
+	file := f.String("file", generator.EnvFile, "show the settings of this environment `file`")
+	fromEnv := f.Bool("env", false, "show the settings of this process's environment instead of a file (a standalone worker)")
+	template := f.Bool("env-template", false, "print the commented environment file")
+	markdown := f.Bool("markdown", false, "print a markdown table of the variables")
+	invalid := f.Bool("markdown-invalid", false, "print a markdown table of what invalid values do")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		stdout := cmd.OutOrStdout()
+		switch {
+		case *check != "":
+			return checkFile(*check, stdout)
+		case *template:
+			return config.WriteEnvTemplate(stdout)
+		case *markdown:
+			return config.WriteMarkdown(stdout)
+		case *invalid:
+			return config.WriteInvalidMarkdown(stdout)
+		case *fromEnv:
+			return printEnvConfig(stdout)
+		}
+		return printFileConfig(*file, stdout)
 	}
-	switch {
-	case *check != "":
-		return checkFile(*check, stdout)
-	case *template:
-		return config.WriteEnvTemplate(stdout)
-	case *markdown:
-		return config.WriteMarkdown(stdout)
-	case *invalid:
-		return config.WriteInvalidMarkdown(stdout)
-	case *fromEnv:
-		return printEnvConfig(stdout)
-	}
-	return printFileConfig(*file, stdout)
+	return cmd
 }
 
 // printFileConfig shows every variable with its default and the value in
@@ -190,7 +203,7 @@ func environKeys() []string {
 // warnings; invalid values are errors, each saying what it will do.
 func checkFile(path string, stdout io.Writer) error {
 	if _, err := os.Stat(path); err != nil {
-		return fmt.Errorf("check: %w", err)
+		return fmt.Errorf("config: %w", err)
 	}
 	s := generator.Read(path)
 	if err := report(stdout, path, s.Notes, s.Problems); err != nil {

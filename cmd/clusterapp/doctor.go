@@ -3,23 +3,37 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 
 	"github.com/clusterapp/clusterapp/service/doctor"
 	"github.com/clusterapp/clusterapp/service/generator"
+	"github.com/spf13/cobra"
 )
+
+// newDoctorCommand is doctor's command line.
+func newDoctorCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check that the configuration is in effect; exit 1 with fixes when not",
+		Long: `Check that the configuration is in effect: sysctls, limits, the socket, the workers,
+the hardening of the units, and listening ports inside the ephemeral port range.
+Each finding is ok, warning or problem; a problem comes with its fix and makes
+doctor exit 1. Needs root.`,
+		Example: `  clusterapp doctor
+  clusterapp doctor --json | jq '.findings[] | select(.severity != "ok")'`,
+		Args: noArgs,
+	}
+	asJSON := cmd.Flags().Bool("json", false, "print the findings as JSON (exit status as without it)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return runDoctor(cmd.Context(), *asJSON, cmd.OutOrStdout())
+	}
+	return cmd
+}
 
 // runDoctor checks that the configuration is in effect; it fails (exit 1)
 // when a check finds a problem.
-func runDoctor(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	asJSON := fs.Bool("json", false, "print the findings as JSON (exit status as without it)")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		return usageError{"doctor: usage: clusterapp doctor [--json]"}
-	}
+func runDoctor(ctx context.Context, asJSON bool, stdout io.Writer) error {
 	c, err := dialUnits(ctx, "doctor")
 	if err != nil {
 		return err
@@ -32,7 +46,7 @@ func runDoctor(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("doctor: %w", err)
 	}
 	findings := doctor.Evaluate(facts)
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(struct {

@@ -9,6 +9,7 @@ import (
 	"github.com/clusterapp/clusterapp/service/generator"
 	"github.com/clusterapp/clusterapp/service/logging"
 	"github.com/coreos/go-systemd/v22/journal"
+	"github.com/spf13/cobra"
 )
 
 // generatorName is the name the binary is installed under in
@@ -16,12 +17,34 @@ import (
 // invoked by that name it runs as the generator.
 const generatorName = "clusterapp-generator"
 
+// newGeneratorCommand is the generator's command line: the output
+// directories systemd passes (systemd.generator(7)).
+func newGeneratorCommand(stderr io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "generator NORMAL-DIR [EARLY-DIR LATE-DIR]",
+		Short: "Write the units' drop-ins from " + generator.EnvFile,
+		Long: `The systemd generator: write the drop-ins that apply ` + generator.EnvFile + `
+(and the scale file) to the units: the worker count, the listen addresses, the
+watchdog and the limits. systemd runs it at boot and at every daemon-reload as
+/usr/lib/systemd/system-generators/` + generatorName + `, a symlink to this binary,
+with its three output directories; clusterapp writes to the first. An invalid
+setting is logged as a warning and replaced by its default.`,
+		Example: `  clusterapp generator /tmp/out   # see what it would write`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 && len(args) != 3 {
+				return usagef(cmd, "expected the output directories systemd passes (normal [early late]), got %d arguments", len(args))
+			}
+			return nil
+		},
+		RunE: func(_ *cobra.Command, args []string) error {
+			return runGenerator(args, stderr)
+		},
+	}
+}
+
 // runGenerator implements the systemd generator protocol: three output
 // directories (normal, early, late); clusterapp writes to the normal one.
 func runGenerator(args []string, stderr io.Writer) error {
-	if len(args) != 1 && len(args) != 3 {
-		return usageError{fmt.Sprintf("generator takes the output directories systemd passes (normal [early late]), got %d arguments", len(args))}
-	}
 	// Every problem is an invalid setting; a note is a skipped line or an
 	// unknown variable, which has no event of its own.
 	warn := generatorLog(journal.PriWarning, logging.MsgInvalidConfig, stderr)

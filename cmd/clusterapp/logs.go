@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,31 +10,47 @@ import (
 
 	"github.com/clusterapp/clusterapp/service/journal"
 	"github.com/clusterapp/clusterapp/service/units"
+	"github.com/spf13/cobra"
 )
 
+// newLogsCommand is logs' command line; the flags are journalctl's.
+func newLogsCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "logs",
+		Short: "The workers' journal, merged, each line naming its worker",
+		Long: `Print the workers' journal, merged in time order, each line naming its worker
+(clusterapp-worker@N[PID]). Root or members of the systemd-journal or adm group
+may read it; anyone else is told so rather than shown an empty log.`,
+		Example: `  clusterapp logs -n 50
+  clusterapp logs -f --worker 2
+  clusterapp logs --since -10m`,
+		Args: noArgs,
+	}
+	f := cmd.Flags()
+	follow := f.BoolP("follow", "f", false, "follow: print new lines until interrupted")
+	worker := f.Int("worker", 0, "only worker `N`")
+	since := f.String("since", "", "only lines since `TIME` (journalctl --since: -10m, today, 2025-01-02 15:00)")
+	lines := f.IntP("lines", "n", 100, "show the last `N` lines (0: all)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if *worker < 0 || *lines < 0 {
+			return usagef(cmd, "--worker and -n expect a whole number")
+		}
+		opts := journal.Options{Since: *since, Lines: *lines, Follow: *follow}
+		if *worker > 0 {
+			opts.Units = []string{units.WorkerUnit(*worker)}
+		}
+		return runLogs(cmd.Context(), opts, cmd.OutOrStdout())
+	}
+	return cmd
+}
+
 // runLogs prints the workers' journal, merged, each line naming its worker.
-func runLogs(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("logs", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	follow := fs.Bool("f", false, "follow: print new lines until interrupted")
-	worker := fs.Int("worker", 0, "only worker `N`")
-	since := fs.String("since", "", "only lines since `TIME` (journalctl --since: -10m, today, 2025-01-02 15:00)")
-	lines := fs.Int("n", 100, "show the last `N` lines (0: all)")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		return usageError{"logs: usage: clusterapp logs [-f] [--worker N] [--since TIME] [-n N]"}
-	}
-	if *worker < 0 || *lines < 0 {
-		return usageError{"logs: --worker and -n expect a whole number"}
-	}
+func runLogs(ctx context.Context, opts journal.Options, stdout io.Writer) error {
 	if err := units.SystemdRunning(); err != nil {
 		return fmt.Errorf("logs: %w", err)
 	}
 	if err := units.CanReadJournal(); err != nil {
 		return fmt.Errorf("logs: %w", err)
-	}
-	opts := journal.Options{Since: *since, Lines: *lines, Follow: *follow}
-	if *worker > 0 {
-		opts.Units = []string{units.WorkerUnit(*worker)}
 	}
 	// Ctrl-C ends -f; it is the normal way out, not an error.
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)

@@ -1,9 +1,13 @@
 // Command clusterapp is the clusterapp worker and its operator tools.
 //
-// Every clusterapp-worker@N.service runs `clusterapp serve` (the default
-// subcommand) on the listening socket systemd passes it. Other subcommands
+// Every clusterapp-worker@N.service runs `clusterapp serve` on the listening
+// socket systemd passes it (bare `clusterapp` serves too). Other subcommands
 // inspect the configuration without starting anything; status, reload,
 // scale, logs and doctor operate the pool through systemd (D-Bus, journal).
+//
+// The command line is a cobra tree (commands.go helpers, one file per
+// subcommand): help on every command, flags anywhere, and the man page and
+// shell completions generated from the same definitions (docs.go).
 package main
 
 import (
@@ -13,7 +17,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=...".
@@ -28,8 +31,9 @@ const (
 	exitConfig = 78
 )
 
-// usageError is a bad command line.
-type usageError struct{ msg string }
+// usageError is a bad command line; help is the command whose --help
+// explains it (filled in by run).
+type usageError struct{ msg, help string }
 
 func (e usageError) Error() string { return e.msg }
 
@@ -48,93 +52,39 @@ func main() {
 	if filepath.Base(os.Args[0]) == generatorName {
 		args = append([]string{"generator"}, args...)
 	}
-	err := run(context.Background(), args, os.Stdout, os.Stderr)
-	code := 0
+	os.Exit(exitCode(run(context.Background(), args, os.Stdout, os.Stderr), os.Stderr))
+}
+
+// exitCode reports err on one line of stderr and maps it to the exit status.
+func exitCode(err error, stderr io.Writer) int {
 	var ue usageError
 	var ce configError
 	switch {
 	case err == nil:
+		return 0
 	case errors.As(err, &ue):
-		fmt.Fprintf(os.Stderr, "clusterapp: %v\nRun 'clusterapp help' for usage.\n", err)
-		code = exitUsage
+		fmt.Fprintf(stderr, "clusterapp: %v\nRun '%s --help' for usage.\n", err, ue.help)
+		return exitUsage
 	case errors.As(err, &ce):
 		if !ce.logged {
-			fmt.Fprintf(os.Stderr, "clusterapp: %v\n", err)
+			fmt.Fprintf(stderr, "clusterapp: %v\n", err)
 		}
-		code = exitConfig
-	default:
-		fmt.Fprintf(os.Stderr, "clusterapp: %v\n", err)
-		code = exitFailure
+		return exitConfig
 	}
-	os.Exit(code)
+	fmt.Fprintf(stderr, "clusterapp: %v\n", err)
+	return exitFailure
 }
 
-// run dispatches to a subcommand; "serve" is the default.
+// run parses args with the command tree and runs the command they name;
+// bare `clusterapp` serves.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	name := "serve"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		name, args = args[0], args[1:]
+	root := newRootCommand(stdout, stderr)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	var ue usageError
+	if errors.As(err, &ue) && ue.help == "" {
+		ue.help = cmd.CommandPath()
+		return ue
 	}
-	switch name {
-	case "serve":
-		return runServe(ctx, args, stderr)
-	case "config":
-		return runConfig(args, stdout)
-	case "generator":
-		return runGenerator(args, stderr)
-	case "status":
-		return runStatus(ctx, args, stdout)
-	case "reload":
-		return runReload(ctx, args, stdout)
-	case "scale":
-		return runScale(ctx, args, stdout)
-	case "logs":
-		return runLogs(ctx, args, stdout)
-	case "doctor":
-		return runDoctor(ctx, args, stdout)
-	case "exited":
-		return runExited(args, stderr)
-	case "version":
-		_, err := fmt.Fprintln(stdout, "clusterapp", version)
-		return err
-	case "help":
-		_, err := io.WriteString(stdout, usage)
-		return err
-	}
-	return usageError{fmt.Sprintf("unknown command %q: expected one of serve, config, generator, status, reload, scale, logs, doctor, exited, version, help", name)}
+	return err
 }
-
-const usage = `Usage: clusterapp [COMMAND] [FLAGS]
-
-Commands:
-  serve                 run a worker (the default): serve HTTP on the sockets systemd
-                        passes (LISTEN_FDS), or bind CLUSTERAPP_LISTEN without systemd
-  config [--file FILE]  print every CLUSTERAPP_* variable: default, value in effect (the env
-                        file, default /etc/clusterapp/clusterapp.env, read as systemd reads it)
-  config --env          the same for this process's environment (a standalone worker)
-  config --check FILE   validate an environment file without starting anything: exit 78
-                        when a value is invalid, saying what each one will do
-  config --env-template print the commented environment file shipped in /etc/clusterapp
-  config --markdown     print the variables as a markdown table
-  config --markdown-invalid
-                        print what an invalid value of each variable does
-  generator DIR [E L]   write the units' drop-ins from /etc/clusterapp/clusterapp.env
-                        (run by systemd as /usr/lib/systemd/system-generators/clusterapp-generator)
-  status [--json]       one line per worker (state, PID, uptime, restarts, memory, CPU,
-                        requests served and in flight) and the socket's accept queue
-  reload [--max-unavailable K]
-                        rolling restart, K workers at a time (default 1), each waiting
-                        for the new process's READY=1; stops at the first failure
-  scale N               set CLUSTERAPP_WORKERS=N in the env file and start or drain
-                        only the instances that change
-  logs [-f] [--worker N] [--since TIME] [-n N]
-                        the workers' journal, merged, each line naming its worker
-  doctor                check that the configuration is in effect (sysctls, limits,
-                        socket, workers, hardening); exit 1 with fixes when not
-  exited --instance N   count how worker N's process ended ($SERVICE_RESULT) in the pool's
-                        metrics (run by the worker unit's ExecStopPost=)
-  version               print the version
-  help                  print this help
-
-All settings are environment variables; see 'clusterapp config'.
-`

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -13,24 +12,40 @@ import (
 	"github.com/clusterapp/clusterapp/service/journal"
 	"github.com/clusterapp/clusterapp/service/rollout"
 	"github.com/clusterapp/clusterapp/service/units"
+	"github.com/spf13/cobra"
 )
 
 // journalLinesOnFailure is how much of a failed worker's journal reload shows.
 const journalLinesOnFailure = 10
 
+// newReloadCommand is the rolling restart's command line.
+func newReloadCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "reload",
+		Short: "Rolling restart, each worker gated on its successor's READY=1",
+		Long: `Restart the running workers K at a time (default 1). Each restart is a systemd job
+that completes only when the new process has sent READY=1, so the port never closes
+and no request fails. It stops at the first worker that does not come back, names
+it, shows its unit state and the end of its journal, and leaves the workers not yet
+restarted on their old process. 'systemctl reload clusterapp' runs it. Needs root.`,
+		Example: `  clusterapp reload
+  clusterapp reload --max-unavailable 2 --timeout 30s`,
+		Args: noArgs,
+	}
+	maxUnavailable := cmd.Flags().Int("max-unavailable", 1, "how many workers may restart at once")
+	timeout := cmd.Flags().Duration("timeout", 2*time.Minute, "give up on a worker whose restart takes longer")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if *maxUnavailable < 1 || *timeout <= 0 {
+			return usagef(cmd, "--max-unavailable=%d --timeout=%v: expected at least 1 worker and a positive duration", *maxUnavailable, *timeout)
+		}
+		return runReload(cmd.Context(), *maxUnavailable, *timeout, cmd.OutOrStdout())
+	}
+	return cmd
+}
+
 // runReload restarts the running workers a few at a time, each gated on the
 // new process's READY=1, and stops at the first failure.
-func runReload(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("reload", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	maxUnavailable := fs.Int("max-unavailable", 1, "how many workers may restart at once")
-	timeout := fs.Duration("timeout", 2*time.Minute, "give up on a worker whose restart takes longer")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		return usageError{"reload: usage: clusterapp reload [--max-unavailable K] [--timeout D]"}
-	}
-	if *maxUnavailable < 1 || *timeout <= 0 {
-		return usageError{fmt.Sprintf("reload: --max-unavailable=%d --timeout=%v: expected at least 1 worker and a positive duration", *maxUnavailable, *timeout)}
-	}
+func runReload(ctx context.Context, maxUnavailable int, timeout time.Duration, stdout io.Writer) error {
 	c, err := dialUnits(ctx, "reload")
 	if err != nil {
 		return err
@@ -44,10 +59,10 @@ func runReload(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("reload: %w: start the pool with systemctl start %s", rollout.ErrNothingToDo, units.Target)
 	}
 	start := time.Now()
-	fmt.Fprintf(stdout, "reloading %d workers, at most %d at a time\n", len(running), *maxUnavailable)
+	fmt.Fprintf(stdout, "reloading %d workers, at most %d at a time\n", len(running), maxUnavailable)
 	var mu sync.Mutex // Done runs on the rollout's goroutines
 	err = rollout.Run(ctx, units.WorkerNames(running), c, rollout.Options{
-		MaxUnavailable: *maxUnavailable, Timeout: *timeout,
+		MaxUnavailable: maxUnavailable, Timeout: timeout,
 		Done: func(unit string, took time.Duration) {
 			pid := "?"
 			if w, err := c.Worker(ctx, unit); err == nil {

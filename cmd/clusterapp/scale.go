@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -15,22 +14,42 @@ import (
 	"github.com/clusterapp/clusterapp/service/envedit"
 	"github.com/clusterapp/clusterapp/service/generator"
 	"github.com/clusterapp/clusterapp/service/units"
+	"github.com/spf13/cobra"
 )
+
+// newScaleCommand is scale's command line: the worker count.
+func newScaleCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "scale N",
+		Short: "Set the number of workers, persistently and live",
+		Long: `Set CLUSTERAPP_WORKERS=N in ` + generator.ScaleFile + ` (read after the operator's
+` + generator.EnvFile + `, which scaling never edits), regenerate the units
+(daemon-reload), then start only the missing workers and drain only the surplus
+ones. Needs root.`,
+		Example: `  clusterapp scale 4
+  clusterapp scale 1 --timeout 30s`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usagef(cmd, "expected one argument, the worker count, got %d", len(args))
+			}
+			return nil
+		},
+	}
+	timeout := cmd.Flags().Duration("timeout", 2*time.Minute, "give up on a worker that takes longer to start or drain")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		n, err := strconv.Atoi(args[0])
+		if err != nil || n < 1 || n > config.MaxWorkers {
+			return usagef(cmd, "%q is not a worker count: expected a whole number from 1 to %d", args[0], config.MaxWorkers)
+		}
+		return runScale(cmd.Context(), n, *timeout, cmd.OutOrStdout())
+	}
+	return cmd
+}
 
 // runScale sets the worker count persistently (the scale file, then the
 // generator through daemon-reload) and live: it starts only the missing
 // instances and stops (drains) only the surplus ones.
-func runScale(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("scale", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	timeout := fs.Duration("timeout", 2*time.Minute, "give up on a worker that takes longer to start or drain")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
-		return usageError{"scale: usage: clusterapp scale [--timeout D] N"}
-	}
-	n, err := strconv.Atoi(fs.Arg(0))
-	if err != nil || n < 1 || n > config.MaxWorkers {
-		return usageError{fmt.Sprintf("scale: %q is not a worker count: expected a whole number from 1 to %d", fs.Arg(0), config.MaxWorkers)}
-	}
+func runScale(ctx context.Context, n int, timeout time.Duration, stdout io.Writer) error {
 	c, err := dialUnits(ctx, "scale")
 	if err != nil {
 		return err
@@ -40,7 +59,7 @@ func runScale(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("scale: %w", err)
 	}
 	fmt.Fprintf(stdout, "CLUSTERAPP_WORKERS=%d written to %s\n", n, generator.ScaleFile)
-	if err := applyScale(ctx, c, n, *timeout, stdout); err != nil {
+	if err := applyScale(ctx, c, n, timeout, stdout); err != nil {
 		return fmt.Errorf("scale: %w", err)
 	}
 	return nil

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	stdlog "log"
@@ -29,6 +28,7 @@ import (
 	"github.com/clusterapp/clusterapp/service/server"
 	"github.com/clusterapp/clusterapp/service/watchdog"
 	"github.com/sirupsen/logrus"
+	"github.com/spf13/cobra"
 )
 
 // statusEvery is how often the STATUS= line shown by systemctl status is
@@ -39,11 +39,7 @@ const statusEvery = time.Second
 var errCrashed = errors.New("crashed on request (/debug/crash)")
 
 // runServe runs one worker until SIGTERM/SIGINT or recycling, then drains.
-func runServe(ctx context.Context, args []string, stderr io.Writer) error {
-	instance, err := parseServeFlags(args)
-	if err != nil {
-		return err
-	}
+func runServe(ctx context.Context, instance string, stderr io.Writer) error {
 	cfg, err := config.Load()
 	refused, ignored, err := workerProblems(err)
 	if err != nil {
@@ -107,23 +103,43 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	return w.run(ctx, set, source, sigc)
 }
 
-// parseServeFlags reads serve's command line: the worker's name, which the
+// newServeCommand is serve's command line: the worker's name, which the
 // unit passes from its instance (--instance %i); pid-<PID> without it.
-func parseServeFlags(args []string) (instance string, err error) {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&instance, "instance", fmt.Sprintf("pid-%d", os.Getpid()), "the worker's `name`: X-Worker, logs, metrics; a number from 1 to 1024 takes part in balancing")
-	if err := fs.Parse(args); err != nil {
-		return "", usageError{fmt.Sprintf("serve: %v; settings are CLUSTERAPP_* environment variables", err)}
+func newServeCommand(stderr io.Writer) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run a worker (the default command)",
+		Long: `Run one worker: serve HTTP on the listening sockets systemd passes (LISTEN_FDS),
+or bind CLUSTERAPP_LISTEN itself without systemd. It notifies READY=1 once a health
+probe through the handler stack succeeds, pings the watchdog while probes answer,
+and drains without losing a request on SIGTERM.
+
+Settings are CLUSTERAPP_* environment variables, not flags: see 'clusterapp config'.
+An invalid setting the worker applies exits 78 (EX_CONFIG) with one line saying why.`,
+		Example: `  clusterapp serve --instance 1              # as clusterapp-worker@1.service runs it
+  CLUSTERAPP_LISTEN=127.0.0.1:9000 clusterapp # standalone, without systemd`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef(cmd, "unexpected argument %q: settings are CLUSTERAPP_* environment variables", args[0])
+			}
+			return nil
+		},
 	}
-	if fs.NArg() > 0 {
-		return "", usageError{fmt.Sprintf("serve takes no arguments, got %q: settings are CLUSTERAPP_* environment variables", fs.Args())}
+	instance := cmd.Flags().String("instance", "", "the worker's `name`: X-Worker, logs, metrics; a number from 1 to 1024 takes part in balancing (default pid-<PID>)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if !cmd.Flags().Changed("instance") {
+			*instance = defaultInstance()
+		}
+		if !config.ValidInstance(*instance) {
+			return usageError{msg: fmt.Sprintf("serve --instance %q: expected letters, digits, '.', '_', '-' or '@', at most 64 of them", *instance)}
+		}
+		return runServe(cmd.Context(), *instance, stderr)
 	}
-	if !config.ValidInstance(instance) {
-		return "", usageError{fmt.Sprintf("serve --instance %q: expected letters, digits, '.', '_', '-' or '@', at most 64 of them", instance)}
-	}
-	return instance, nil
+	return cmd
 }
+
+// defaultInstance names a worker started without --instance.
+func defaultInstance() string { return fmt.Sprintf("pid-%d", os.Getpid()) }
 
 // workerProblems splits invalid settings into those this worker refuses to
 // start with (its own, and the listen address when it must bind it itself)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"github.com/clusterapp/clusterapp/service/doctor"
 	"github.com/clusterapp/clusterapp/service/sockstat"
 	"github.com/clusterapp/clusterapp/service/units"
+	"github.com/spf13/cobra"
 )
 
 // statusReport is what `clusterapp status --json` prints.
@@ -48,21 +48,45 @@ type queueStatus struct {
 	Waiting int    `json:"waiting"` // accepted by the kernel, not yet by a worker
 }
 
-// runStatus prints one line per worker and the socket's state.
-func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	asJSON := fs.Bool("json", false, "print JSON")
-	watch := fs.Bool("watch", false, "a live view redrawn every second (requests/s, in flight, p99, memory, restarts) until Ctrl-C")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *watch && *asJSON {
-		return usageError{"status: usage: clusterapp status [--json | --watch]"}
+// newStatusCommand prints one line per worker and the socket's state.
+func newStatusCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "One line per worker, and the socket's accept queue",
+		Long: `One line per worker, from systemd (state, PID, uptime, restarts, memory, CPU), from
+the worker itself (requests served by this process and in flight) and from the pool's
+metrics table (requests answered across restarts); then clusterapp.socket and the
+connections waiting in its accept queue.
+
+--watch redraws a live view every second until Ctrl-C: requests per second, in
+flight, p99 latency, memory and restarts per worker.
+
+Root reads systemd's private socket; members of the adm or systemd-journal group
+read over the D-Bus system bus.`,
+		Example: `  clusterapp status
+  clusterapp status --json | jq '.workers[].in_flight'
+  clusterapp status --watch`,
+		Args: noArgs,
 	}
+	asJSON := cmd.Flags().Bool("json", false, "print JSON")
+	watch := cmd.Flags().Bool("watch", false, "a live view redrawn every second (requests/s, in flight, p99, memory, restarts) until Ctrl-C")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if *asJSON && *watch {
+			return usagef(cmd, "--json and --watch do not go together")
+		}
+		return runStatus(cmd.Context(), *asJSON, *watch, cmd.OutOrStdout())
+	}
+	return cmd
+}
+
+// runStatus prints the status once, as a table or JSON, or the live view.
+func runStatus(ctx context.Context, asJSON, watch bool, stdout io.Writer) error {
 	c, err := dialUnitsRead(ctx, "status")
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	if *watch {
+	if watch {
 		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		return watchStatus(ctx, c, stdout)
@@ -71,7 +95,7 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("status: %w", err)
 	}
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(report)

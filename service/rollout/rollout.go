@@ -62,7 +62,7 @@ func (f *Failure) Error() string {
 func (f *Failure) Unwrap() error { return f.Err }
 
 // ErrNothingToDo is returned when units is empty.
-var ErrNothingToDo = errors.New("rollout: no running worker to restart")
+var ErrNothingToDo = errors.New("no running worker to restart")
 
 // Run restarts units in order, at most opts.MaxUnavailable at a time.
 // It returns nil when every unit restarted, a *Failure for the first unit

@@ -22,11 +22,11 @@ const (
 
 // Sentinel errors for the preconditions every operator command shares.
 var (
-	ErrNotRoot = errors.New("units: must run as root (systemd's private socket /run/systemd/private is root-only)")
+	ErrNotRoot = errors.New("must run as root (systemd's private socket /run/systemd/private is root-only)")
 	// ErrNoJournalAccess: not root and in none of the journal's groups.
-	ErrNoJournalAccess = errors.New("units: reading the workers' journal needs root or membership of the systemd-journal or adm group (usermod -aG adm USER)")
-	ErrNoSystemd       = errors.New("units: systemd is not running on this machine (no /run/systemd/system)")
-	ErrNotInstalled    = errors.New("units: clusterapp's units are not installed (clusterapp.socket not found; see README, \"Installing the units\")")
+	ErrNoJournalAccess = errors.New("reading the workers' journal needs root or membership of the systemd-journal or adm group (usermod -aG adm USER)")
+	ErrNoSystemd       = errors.New("systemd is not running on this machine (no /run/systemd/system)")
+	ErrNotInstalled    = errors.New("clusterapp's units are not installed (clusterapp.socket not found; see README, \"Installing the units\")")
 )
 
 // WorkerUnit names instance n.
@@ -105,7 +105,7 @@ func CanReadJournal() error {
 	}
 	gids, err := os.Getgroups()
 	if err != nil {
-		return fmt.Errorf("units: reading the journal: %w", err)
+		return fmt.Errorf("reading the journal: %w", err)
 	}
 	gids = append(gids, os.Getegid())
 	for _, name := range journalGroups {

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// newRootCommand builds the command tree. Output goes to stdout (help
+// included: `clusterapp --help | less` works) and stderr; errors are not
+// printed here but returned, for main to print once and map to an exit
+// status.
+func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "clusterapp",
+		Short: "HTTP worker pool run by systemd as its master",
+		Long: `clusterapp is an HTTP service in which systemd owns the listening socket
+(clusterapp.socket) and starts one socket-activated worker per core
+(clusterapp-worker@N.service). Without a command it runs a worker, as serve does.
+
+All settings are CLUSTERAPP_* environment variables, read from
+/etc/clusterapp/clusterapp.env under systemd: see 'clusterapp config'.
+
+Exit status: 0 on success, 1 on failure, 2 for a bad command line,
+78 (EX_CONFIG) for an invalid configuration.`,
+		Example: `  clusterapp status             # one line per worker, and the socket's accept queue
+  clusterapp reload             # rolling restart, each worker gated on READY=1
+  clusterapp scale 4            # four workers, persistently
+  clusterapp logs -f --worker 2 # follow worker 2's journal
+  clusterapp help status        # a command's flags and examples`,
+		Version: version,
+		// "stauts" suggests status, as git does.
+		SuggestionsMinimumDistance: 2,
+		Args:                       noCommand,
+		SilenceErrors:              true,
+		SilenceUsage:               true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runServe(cmd.Context(), defaultInstance(), stderr)
+		},
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return usagef(cmd, "%v", err)
+	})
+	root.AddCommand(
+		newServeCommand(stderr),
+		newConfigCommand(),
+		newGeneratorCommand(stderr),
+		newStatusCommand(),
+		newReloadCommand(),
+		newScaleCommand(),
+		newLogsCommand(),
+		newDoctorCommand(),
+		newExitedCommand(stderr),
+		newVersionCommand(),
+		newDocsCommand(),
+	)
+	return root
+}
+
+// usagef is a usageError prefixed with the subcommand's name.
+func usagef(cmd *cobra.Command, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	if cmd.HasParent() {
+		msg = cmd.Name() + ": " + msg
+	}
+	return usageError{msg: msg, help: cmd.CommandPath()}
+}
+
+// noCommand refuses arguments to the root command: the first one is a
+// command that does not exist.
+func noCommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q", args[0])
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += fmt.Sprintf(" (did you mean %s?)", strings.Join(s, ", "))
+	}
+	return usagef(cmd, "%s", msg)
+}
+
+// noArgs is cobra.NoArgs as a usageError naming the command.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usagef(cmd, "unexpected argument %q: it takes flags only", args[0])
+	}
+	return nil
+}
+
+func newVersionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version (as --version does)",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), "clusterapp", version)
+			return err
+		},
+	}
+}
