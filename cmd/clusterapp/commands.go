@@ -40,6 +40,9 @@ Exit status: 0 on success, 1 on failure, 2 for a bad command line,
 			return runServe(cmd.Context(), defaultInstance(), stderr)
 		},
 	}
+	// The packages install the completions: `clusterapp completion bash`
+	// works but stays out of the help, which is about the pool.
+	root.CompletionOptions.HiddenDefaultCmd = true
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")

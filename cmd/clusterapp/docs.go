@@ -74,8 +74,11 @@ func writeManPage(root *cobra.Command, w io.Writer) error {
 	fmt.Fprintf(&b, "# NAME\nclusterapp \\- %s\n\n", root.Short)
 	fmt.Fprintf(&b, "# SYNOPSIS\n**clusterapp** [*COMMAND*] [*FLAGS*] [*ARGUMENTS*]\n\n")
 	fmt.Fprintf(&b, "# DESCRIPTION\n%s\n\n", root.Long)
+	// cobra adds these to the command it executes (docs), not to the root.
+	root.InitDefaultHelpFlag()
+	root.InitDefaultVersionFlag()
 	b.WriteString("# OPTIONS\n")
-	manFlags(&b, root.Flags())
+	manFlags(&b, root.Flags(), true)
 	b.WriteString("# COMMANDS\n")
 	for _, c := range root.Commands() {
 		manCommand(&b, c)
@@ -91,13 +94,13 @@ func manCommand(b *strings.Builder, c *cobra.Command) {
 	if !c.IsAvailableCommand() {
 		return
 	}
-	fmt.Fprintf(b, "## %s\n**%s**\n\n", c.CommandPath(), c.UseLine())
+	fmt.Fprintf(b, "### %s\n**%s**\n\n", c.Name(), c.UseLine())
 	if c.Long != "" {
 		fmt.Fprintf(b, "%s\n\n", c.Long)
 	} else {
 		fmt.Fprintf(b, "%s.\n\n", c.Short)
 	}
-	manFlags(b, c.LocalNonPersistentFlags())
+	manFlags(b, c.LocalNonPersistentFlags(), false)
 	if c.Example != "" {
 		fmt.Fprintf(b, "Examples:\n```\n%s\n```\n\n", c.Example)
 	}
@@ -106,9 +109,10 @@ func manCommand(b *strings.Builder, c *cobra.Command) {
 	}
 }
 
-func manFlags(b *strings.Builder, flags *pflag.FlagSet) {
+// manFlags lists flags; --help is listed once, with the root's.
+func manFlags(b *strings.Builder, flags *pflag.FlagSet, withHelp bool) {
 	flags.VisitAll(func(f *pflag.Flag) {
-		if f.Hidden || f.Name == "help" {
+		if f.Hidden || f.Name == "help" && !withHelp {
 			return
 		}
 		name, usage := pflag.UnquoteUsage(f)

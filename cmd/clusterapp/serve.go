@@ -125,7 +125,7 @@ An invalid setting the worker applies exits 78 (EX_CONFIG) with one line saying 
 			return nil
 		},
 	}
-	instance := cmd.Flags().String("instance", "", "the worker's `name`: X-Worker, logs, metrics; a number from 1 to 1024 takes part in balancing (default pid-<PID>)")
+	instance := cmd.Flags().String("instance", "", "the worker's `name`: X-Worker, logs, metrics; a number from 1 to 1024 takes part in balancing (default: pid-N, N the process ID)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if !cmd.Flags().Changed("instance") {
 			*instance = defaultInstance()

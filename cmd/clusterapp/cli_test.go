@@ -1,0 +1,185 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runCLI runs the built binary with args and returns its exit status,
+// stdout and stderr.
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out bytes.Buffer
+	cmd := exec.Command(binary, args...)
+	cmd.Stdout = &out
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	p := runProc(t, cmd)
+	code = p.wait(t, 20*time.Second)
+	return code, out.String(), p.stderr.String()
+}
+
+// The command line behaves like systemctl's and kubectl's: help on every
+// command to stdout with exit 0, the version, flags after arguments, and a
+// bad flag or command named with exit 2 and a pointer to --help.
+func TestCommandLine(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.env")
+	if err := os.WriteFile(bad, []byte("CLUSTERAPP_SHUTDOWN_TIMEOUT=abc\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args       []string
+		code       int
+		stdout     []string // each must appear in stdout
+		notStdout  []string
+		stderr     []string // each must appear in stderr
+		exactOut   string
+		emptyError bool // stderr must be empty
+	}{
+		{args: []string{"--help"}, stdout: []string{"Usage:", "status", "reload", "scale", "logs", "doctor", "config", "--version"}, notStdout: []string{"exited", "docs"}, emptyError: true},
+		{args: []string{"-h"}, stdout: []string{"Usage:", "status", "reload"}, notStdout: []string{"exited"}, emptyError: true},
+		{args: []string{"help"}, stdout: []string{"Usage:", "status", "reload"}, emptyError: true},
+		{args: []string{"help", "status"}, stdout: []string{"clusterapp status [flags]", "--json", "--watch", "Examples:"}, emptyError: true},
+		{args: []string{"status", "--help"}, stdout: []string{"clusterapp status [flags]", "--json", "--watch", "print JSON"}, emptyError: true},
+		{args: []string{"logs", "-h"}, stdout: []string{"-f, --follow", "--worker N", "--since TIME", "-n, --lines N"}, emptyError: true},
+		{args: []string{"reload", "--help"}, stdout: []string{"--max-unavailable", "--timeout"}, emptyError: true},
+		{args: []string{"--version"}, exactOut: "clusterapp " + version + "\n", emptyError: true},
+		{args: []string{"version"}, exactOut: "clusterapp " + version + "\n", emptyError: true},
+		{args: []string{"logs", "--bogus"}, code: exitUsage, stderr: []string{"clusterapp: logs: unknown flag: --bogus", "Run 'clusterapp logs --help' for usage."}},
+		{args: []string{"nosuch"}, code: exitUsage, stderr: []string{`clusterapp: unknown command "nosuch"`, "Run 'clusterapp --help' for usage."}},
+		{args: []string{"stauts"}, code: exitUsage, stderr: []string{`unknown command "stauts" (did you mean status?)`}},
+		{args: []string{"status", "extra"}, code: exitUsage, stderr: []string{`status: unexpected argument "extra"`}},
+		{args: []string{"status", "--json", "--watch"}, code: exitUsage, stderr: []string{"--json and --watch do not go together"}},
+		// Flags after the positional argument are parsed as flags: the
+		// count is checked, and --timeout's value is read (and refused).
+		{args: []string{"scale", "0", "--timeout", "10s"}, code: exitUsage, stderr: []string{`scale: "0" is not a worker count`}},
+		{args: []string{"scale", "3", "--timeout", "soon"}, code: exitUsage, stderr: []string{`invalid argument "soon" for "--timeout" flag`}},
+		{args: []string{"generator"}, code: exitUsage, stderr: []string{"generator: expected the output directories systemd passes"}},
+		{args: []string{"exited"}, code: exitUsage, stderr: []string{"exited: --instance is required"}},
+		{args: []string{"serve", "now"}, code: exitUsage, stderr: []string{`serve: unexpected argument "now"`}},
+		// The exit statuses scripts rely on: 78 for a bad file, 1 for a failure.
+		{args: []string{"config", "--check", bad}, code: exitConfig, stdout: []string{"CLUSTERAPP_SHUTDOWN_TIMEOUT"}},
+		{args: []string{"config", "--check", "/nonexistent.env"}, code: exitFailure, stderr: []string{"clusterapp: config: stat /nonexistent.env: no such file or directory\n"}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, tc.args...)
+			if code != tc.code {
+				t.Errorf("exit status %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.code, stdout, stderr)
+			}
+			for _, want := range tc.stdout {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("stdout lacks %q:\n%s", want, stdout)
+				}
+			}
+			for _, unwanted := range tc.notStdout {
+				if strings.Contains(stdout, unwanted) {
+					t.Errorf("stdout shows %q:\n%s", unwanted, stdout)
+				}
+			}
+			if tc.exactOut != "" && stdout != tc.exactOut {
+				t.Errorf("stdout %q, want %q", stdout, tc.exactOut)
+			}
+			for _, want := range tc.stderr {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("stderr lacks %q:\n%s", want, stderr)
+				}
+			}
+			if tc.emptyError && stderr != "" {
+				t.Errorf("stderr not empty:\n%s", stderr)
+			}
+		})
+	}
+}
+
+// visibleCommands are the subcommands help lists.
+func visibleCommands() []string {
+	var names []string
+	for _, c := range newRootCommand(io.Discard, io.Discard).Commands() {
+		if c.IsAvailableCommand() {
+			names = append(names, c.Name())
+		}
+	}
+	return names
+}
+
+// The man page and the completions the packages ship are generated from the
+// command tree: the page documents every visible command and no hidden
+// one, and the completion scripts ask the binary, which offers every
+// visible command.
+func TestDocsAndCompletions(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(binary, "docs", dir)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "SOURCE_DATE_EPOCH=1700000000"}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("clusterapp docs: %v\n%s", err, out)
+	}
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	man := read("clusterapp.8")
+	if !strings.Contains(man, `.TH "CLUSTERAPP" "8" "2023-11-14"`) {
+		t.Errorf("man page heading is not section 8 dated from SOURCE_DATE_EPOCH:\n%.200s", man)
+	}
+	names := visibleCommands()
+	if len(names) < 8 {
+		t.Fatalf("only %d visible commands: %v", len(names), names)
+	}
+	for _, name := range names {
+		if !strings.Contains(man, "\n.SS "+name+"\n") {
+			t.Errorf("man page has no section for %s", name)
+		}
+	}
+	for _, hidden := range []string{"exited", "docs", "completion"} {
+		if strings.Contains(man, ".SS "+hidden) {
+			t.Errorf("man page documents the hidden command %s", hidden)
+		}
+	}
+	for _, flag := range []string{"max-unavailable", "watch", "worker", "instance"} {
+		if !strings.Contains(man, `\fB--`+flag+`\fP`) {
+			t.Errorf("man page lacks --%s", flag)
+		}
+	}
+	if groff, err := exec.LookPath("groff"); err == nil {
+		out, err := exec.Command(groff, "-man", "-ww", "-z", filepath.Join(dir, "clusterapp.8")).CombinedOutput()
+		if err != nil || len(out) > 0 {
+			t.Errorf("groff warns about the man page: %v\n%s", err, out)
+		}
+	}
+
+	for _, script := range []string{"clusterapp.bash", "_clusterapp", "clusterapp.fish"} {
+		if s := read(script); !strings.Contains(s, "__complete") || !strings.Contains(s, "clusterapp") {
+			t.Errorf("%s does not complete through clusterapp __complete:\n%.300s", script, s)
+		}
+	}
+	if bash, err := exec.LookPath("bash"); err == nil {
+		if out, err := exec.Command(bash, "-n", filepath.Join(dir, "clusterapp.bash")).CombinedOutput(); err != nil {
+			t.Errorf("bash -n clusterapp.bash: %v\n%s", err, out)
+		}
+	}
+	// What the scripts run when the operator types `clusterapp <TAB>`.
+	code, offered, stderr := runCLI(t, "__complete", "")
+	if code != 0 {
+		t.Fatalf("clusterapp __complete: exit %d\n%s", code, stderr)
+	}
+	for _, name := range names {
+		if !strings.Contains(offered, "\n"+name+"\t") && !strings.HasPrefix(offered, name+"\t") {
+			t.Errorf("completion does not offer %s:\n%s", name, offered)
+		}
+	}
+	if strings.Contains(offered, "exited") {
+		t.Errorf("completion offers the hidden exited:\n%s", offered)
+	}
+	// And the flags of a command.
+	if _, flags, _ := runCLI(t, "__complete", "reload", "--"); !strings.Contains(flags, "--max-unavailable") {
+		t.Errorf("completion of reload's flags lacks --max-unavailable:\n%s", flags)
+	}
+}
