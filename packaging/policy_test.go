@@ -81,9 +81,11 @@ func TestDebPolicyAndFailures(t *testing.T) {
 		}
 	}
 
-	// The port is taken at install: a warning naming the socket, the package configured.
+	// The port is taken at a first install: a warning naming the socket, the package configured.
+	// Purged, not removed: after a remove dpkg passes the old version to the postinst, which is
+	// then an upgrade, and the scripts before this test started nothing there (nor failed).
 	b.Must("rm", "-f", "/usr/sbin/policy-rc.d")
-	dpkg("remove", "-r", "clusterapp")
+	dpkg("purge", "-P", "clusterapp")
 	b.Must("systemd-run", "--unit=squatter", "-E", "CLUSTERAPP_LISTEN=127.0.0.1:8080", "-E", "CLUSTERAPP_METRICS_LISTEN=127.0.0.1:9999",
 		"/usr/local/bin/squatter", "serve", "--instance=squatter")
 	b.Eventually(10*time.Second, "the squatter on 127.0.0.1:8080", func() bool {
