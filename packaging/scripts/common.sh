@@ -1,7 +1,8 @@
 # clusterapp maintainer scripts: helpers shared by the deb and rpm scripts. packaging/build
 # inlines this file where a script says `#@common` (nfpm ships each script as one file).
 # Nothing here may fail the package transaction: starting, restarting or reloading a service is
-# attempted, and a failure is a warning naming what failed, as `deb-systemd-invoke ... || true`.
+# attempted, and a failure is a warning naming what failed (the `|| true` of dh_installsystemd's
+# snippets). This file is inlined into the rpm scriptlets too: nothing Debian-specific here.
 
 units="clusterapp.socket clusterapp-metrics.socket"
 
