@@ -47,7 +47,10 @@ func TestDebPolicyAndFailures(t *testing.T) {
 		return out
 	}
 	state := func(prop, unit string) string { return strings.TrimSpace(b.Show(unit, prop)) }
-	enabled := func(unit string) string { out, _ := b.Run("systemctl", "is-enabled", unit); return strings.TrimSpace(out) }
+	enabled := func(unit string) string {
+		out, _ := b.Run("systemctl", "is-enabled", unit)
+		return strings.TrimSpace(out)
+	}
 
 	// policy-rc.d forbids starting services (an image build): the install enables, starts nothing.
 	b.WriteFile("/usr/sbin/policy-rc.d", "#!/bin/sh\nexit 101\n")
