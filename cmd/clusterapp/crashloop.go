@@ -43,6 +43,12 @@ func slowCrashLoop(ctx context.Context, instance string, cause error, stderr io.
 	if !ok {
 		return
 	}
+	// Catch SIGTERM before anything says the worker is waiting: a stop that follows the
+	// STATUS= or the journal line must end the wait, not kill the process with the default
+	// action.
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigc)
 	log := configLog(instance, stderr)
 	n, err := counter.Fail()
 	if err != nil {
@@ -54,9 +60,6 @@ func slowCrashLoop(ctx context.Context, instance string, cause error, stderr io.
 	notifier := notify.New(log)
 	_ = notifier.Status(fmt.Sprintf("bad configuration, failure %d in a row; exiting in %s, then systemd restarts the worker: %v", n, wait, cause))
 	_ = notifier.Close() // the status is sent; the process exits after the wait
-	sigc := make(chan os.Signal, 1)
-	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigc)
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
