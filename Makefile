@@ -2,7 +2,10 @@
 SHELL   := /bin/bash
 GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X main.version=$(VERSION)
+# The binary reports the version of the package it ships in (`clusterapp --version`):
+# packaging/version maps the describe string as packaging/build does (and is idempotent).
+PKG_VERSION := $(shell packaging/version '$(VERSION)' 2>/dev/null || echo '$(VERSION)')
+LDFLAGS := -s -w -X main.version=$(PKG_VERSION)
 # Every timestamp in the packages (file mtimes, the changelog date) is the last commit's, so two
 # builds of one commit give identical packages (reproducible-builds.org's SOURCE_DATE_EPOCH).
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
@@ -19,7 +22,7 @@ help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
 
 build: ## build bin/clusterapp and bin/clusterapp-load
-	@echo ">> building $(VERSION)"
+	@echo ">> building $(PKG_VERSION)"
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/clusterapp ./cmd/clusterapp
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/clusterapp-load ./cmd/clusterapp-load
 
