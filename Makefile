@@ -16,7 +16,7 @@ DIST    := dist
 # a time (-p 1): the packaging and systemd suites each load the same 2 CPUs with real traffic.
 TEST_TIMEOUT ?= 30m
 
-.PHONY: help build test test-deps test-unit test-integration run bench check fmt vet tidy units docs package deb rpm clean
+.PHONY: help build test test-deps test-unit test-integration run bench bench-stack check fmt vet tidy units docs package deb rpm clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -25,6 +25,7 @@ build: ## build bin/clusterapp and bin/clusterapp-load
 	@echo ">> building $(PKG_VERSION)"
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/clusterapp ./cmd/clusterapp
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/clusterapp-load ./cmd/clusterapp-load
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/clusterapp-bare ./cmd/clusterapp-bare
 
 test: test-deps build check ## every test: static checks, unit, process, and the suite under real systemd (root; installs the tools it needs)
 	@echo ">> go test (integration tests need root and systemd; they skip with a reason otherwise)"
@@ -46,6 +47,9 @@ run: build ## run the real suite: a private systemd serving 127.0.0.1:8080 (root
 bench: build ## measure 1 vs N workers, a spike and worker faults in a sandbox (root, ~7 min); writes docs/benchmarks.md and .svg
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/clusterapp-bench ./cmd/clusterapp-bench
 	$(BIN)/clusterapp-bench -repo . -out docs
+
+bench-stack: build ## one worker vs a bare net/http program on loopback, side by side (~1 min; scripts/bench-stack)
+	scripts/bench-stack
 
 check: fmt vet tidy units ## static checks: gofmt, go vet, go mod tidy, unit verification, hardening budget
 

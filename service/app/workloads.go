@@ -13,8 +13,8 @@ import (
 // of CPU in Node.js and a few hundred milliseconds in Go.
 const defaultFibN = 40
 
-// slowCount is the size of the /slow workload: 100,000 random numbers.
-const slowCount = 100_000
+// SlowCount is the size of the /slow workload: 100,000 random numbers.
+const SlowCount = 100_000
 
 // Fib computes the nth Fibonacci number by naive recursion, on purpose: it is
 // the CPU-bound workload of the articles, and must cost the same every time.
@@ -102,7 +102,7 @@ func SumOfSquares(count int) float64 {
 }
 
 func (a *App) slow(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"count": slowCount, "sum_of_squares": SumOfSquares(slowCount)})
+	writeJSON(w, http.StatusOK, map[string]any{"count": SlowCount, "sum_of_squares": SumOfSquares(SlowCount)})
 }
 
 // fibN reads n from a /fib query, or says what is wrong with it. A query
