@@ -70,13 +70,11 @@ func New(opts Options) *App {
 }
 
 // Handler returns the whole handler stack: common headers and body cap,
-// access log, per-client rate limit, admission control, request deadline,
-// routing, per-route metrics. The cheapest refusals come first.
+// access log, per-client rate limit, admission control, routing, per-route
+// metrics, and the request deadline on the routes that compute. The cheapest
+// refusals come first.
 func (a *App) Handler() http.Handler {
 	var h http.Handler = a.router()
-	if a.opts.RequestTimeout > 0 {
-		h = a.deadline(h)
-	}
 	if a.opts.Admission != nil {
 		h = a.opts.Admission.Middleware(h)
 	}
@@ -91,14 +89,22 @@ func (a *App) Handler() http.Handler {
 
 // common sets X-Worker on every response, enforces the body cap and passes
 // through the shared state lock.
+//
+// Per request it allocates nothing of its own: the X-Worker value is one
+// slice shared by every response (its length is its capacity, so a
+// handler's Header().Add copies it rather than appending into it), and a request without a body (net/http
+// gives it http.NoBody: most GETs) needs no MaxBytesReader.
 func (a *App) common(next http.Handler) http.Handler {
+	worker := []string{a.opts.Instance}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("X-Worker", a.opts.Instance)
+		w.Header()["X-Worker"] = worker
 		if r.ContentLength > a.opts.MaxBodyBytes {
 			writeError(w, http.StatusRequestEntityTooLarge, "request body too large", map[string]any{"max_bytes": a.opts.MaxBodyBytes})
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, a.opts.MaxBodyBytes)
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = http.MaxBytesReader(w, r.Body, a.opts.MaxBodyBytes)
+		}
 		a.state.RLock()
 		a.state.RUnlock() // empty on purpose: requests only wait here while /debug/hang holds the lock
 		next.ServeHTTP(w, r)
@@ -120,12 +126,19 @@ func (a *App) accessLog(next http.Handler) http.Handler {
 	})
 }
 
-// deadline bounds every request's context by RequestTimeout; handlers that
-// compute (fib) stop when it expires.
-func (a *App) deadline(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// deadline bounds a computing route's context by RequestTimeout: the route
+// (fib) checks its context and stops when it expires. Only routes that
+// compute get one: a timer context per request (a timer, a cancel
+// registration with the connection's context, a copy of the request) cost
+// the fast routes 5% of a worker's CPU under keep-alive load, for a
+// deadline they never read (docs/benchmarks.md).
+func (a *App) deadline(next http.HandlerFunc) http.HandlerFunc {
+	if a.opts.RequestTimeout <= 0 {
+		return next
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
 		defer cancel()
-		next.ServeHTTP(w, r.WithContext(ctx))
-	})
+		next(w, r.WithContext(ctx))
+	}
 }

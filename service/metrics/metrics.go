@@ -237,14 +237,27 @@ func (m *Metrics) Instrument(route string, next http.Handler) http.Handler {
 		}
 		m.add(wInFlight, 1)
 		start := time.Now()
-		sw := &StatusWriter{ResponseWriter: w}
+		sw, ok := w.(StatusReporter)
+		if !ok {
+			s := &StatusWriter{ResponseWriter: w}
+			sw, w = s, s
+		}
 		defer func() {
 			m.add(wInFlight, ^uint64(0))
 			m.observe(b.duration, time.Since(start))
 			m.countCode(b, sw.Status())
 		}()
-		next.ServeHTTP(sw, r)
+		next.ServeHTTP(w, r)
 	})
+}
+
+// StatusReporter is a ResponseWriter that records the status written
+// through it (StatusWriter; the worker's server wraps every response in
+// one). Instrument counts by the status of one it is given, instead of
+// wrapping the writer again: one allocation less per request.
+type StatusReporter interface {
+	http.ResponseWriter
+	Status() int // the status written, 200 when nothing was
 }
 
 // countCode adds one to the route's count for code: the entry holding code,

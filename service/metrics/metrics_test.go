@@ -283,3 +283,32 @@ func TestNamesMatchTheScrape(t *testing.T) {
 		t.Errorf("a scrape holds\n%v\nNames() says\n%v", got, want)
 	}
 }
+
+// reporter is a writer that records its status, as the worker's server gives
+// every handler.
+type reporter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *reporter) WriteHeader(code int) { r.status = code; r.ResponseWriter.WriteHeader(code) }
+func (r *reporter) Status() int          { return r.status }
+
+// Given a writer that reports its status, Instrument counts by it and hands
+// the handler that writer itself, not a wrapper of its own.
+func TestInstrumentUsesTheWritersStatus(t *testing.T) {
+	m, _ := newWorker(t, t.TempDir(), "1")
+	var seen http.ResponseWriter
+	h := m.Instrument("/fib", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = w
+		w.WriteHeader(http.StatusTeapot)
+	}))
+	rw := &reporter{ResponseWriter: httptest.NewRecorder()}
+	h.ServeHTTP(rw, httptest.NewRequest("GET", "/fib", nil))
+	if seen != rw {
+		t.Errorf("the handler got %T, want the reporting writer itself", seen)
+	}
+	if v := value(t, m, "clusterapp_http_requests_total", `code="418",route="/fib",worker="1"`); v != 1 {
+		t.Errorf("code 418 counted %v times, want 1", v)
+	}
+}

@@ -88,8 +88,8 @@ type Server struct {
 
 type connInfo struct {
 	state    http.ConnState
-	since    time.Time
-	requests int // times the connection became active
+	since    time.Time // when it became idle (or opened); set in states New and Idle only
+	requests int       // times the connection became active
 }
 
 // New wraps handler. The server does not serve until Serve.
@@ -229,17 +229,18 @@ type connStats struct {
 
 // closingWriter adds Connection: close when the header is written during a
 // drain, so requests that began before the drain also end their connection,
-// and on a connection's last allowed request.
+// and on a connection's last allowed request. It records the status too
+// (Status), so the per-route metrics need no writer of their own.
 type closingWriter struct {
 	http.ResponseWriter
-	draining    *atomic.Bool
-	last        bool
-	wroteHeader bool
+	draining *atomic.Bool
+	last     bool
+	status   int // the first status written; 0 before the header
 }
 
 func (w *closingWriter) WriteHeader(code int) {
-	if !w.wroteHeader {
-		w.wroteHeader = true
+	if w.status == 0 && (code < 100 || code >= 200) { // 1xx (103 Early Hints) come before the status
+		w.status = code
 		if w.last || w.draining.Load() {
 			w.Header().Set("Connection", "close")
 		}
@@ -248,10 +249,19 @@ func (w *closingWriter) WriteHeader(code int) {
 }
 
 func (w *closingWriter) Write(b []byte) (int, error) {
-	if !w.wroteHeader {
+	if w.status == 0 {
 		w.WriteHeader(http.StatusOK)
 	}
 	return w.ResponseWriter.Write(b)
+}
+
+// Status is the status written, 200 when the handler wrote nothing (what
+// net/http then sends).
+func (w *closingWriter) Status() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
 }
 
 func (w *closingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
@@ -267,8 +277,10 @@ func (s *Server) connState(c net.Conn, state http.ConnState) {
 		}
 	case http.StateActive, http.StateIdle:
 		if info, ok := s.conns[c]; ok {
-			info.state, info.since = state, time.Now()
-			if state == http.StateActive {
+			info.state = state
+			if state == http.StateIdle {
+				info.since = time.Now() // only idle connections are timed (closeIdle)
+			} else {
 				info.requests++
 				if info.requests == 2 {
 					s.reused(true)

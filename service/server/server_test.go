@@ -402,3 +402,38 @@ func TestKeepAliveTimeBound(t *testing.T) {
 		}
 	}
 }
+
+// Every handler sees a writer that reports the final status (the per-route
+// metrics count by it without a writer of their own): 200 for a body with no
+// header, the code written, never a 1xx sent before it.
+func TestHandlerWriterReportsStatus(t *testing.T) {
+	got := make(chan int, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sr, ok := w.(interface{ Status() int })
+		if !ok {
+			got <- -1
+			return
+		}
+		switch r.URL.Path {
+		case "/hints":
+			w.Header().Set("Link", "</a.css>; rel=preload")
+			w.WriteHeader(http.StatusEarlyHints)
+			w.WriteHeader(http.StatusTeapot)
+		case "/body":
+			io.WriteString(w, "ok")
+		case "/nothing":
+		}
+		got <- sr.Status()
+	})
+	_, addr := newServer(t, nil, h)
+	for path, want := range map[string]int{"/hints": http.StatusTeapot, "/body": 200, "/nothing": 200} {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if s := <-got; s != want || resp.StatusCode != want {
+			t.Errorf("%s: the writer reports %d, the client got %d; want %d", path, s, resp.StatusCode, want)
+		}
+	}
+}
