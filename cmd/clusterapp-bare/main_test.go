@@ -7,6 +7,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -93,5 +98,52 @@ func BenchmarkBare(b *testing.B) {
 				h.ServeHTTP(httptest.NewRecorder(), req)
 			}
 		})
+	}
+}
+
+// scripts/bench-stack (make bench-stack) runs both servers and prints, for
+// each route, the two throughputs and CPU costs and their ratios; it stops
+// both servers when done. A short run on the binaries `make build` wrote.
+func TestBenchStackScript(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs two servers under load for a few seconds")
+	}
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	for _, c := range []string{"clusterapp", "clusterapp-bare", "clusterapp-load"} {
+		build := exec.Command("go", "build", "-o", filepath.Join(bin, c), "./cmd/"+c)
+		build.Dir = repo
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", c, err, out)
+		}
+	}
+	cmd := exec.Command(filepath.Join(repo, "scripts", "bench-stack"), "/", "/fib?n=20")
+	cmd.Dir = repo
+	cmd.Env = append(os.Environ(), "BIN="+bin, "DURATION=500ms", "ROUNDS=1", "CONNS=4")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("scripts/bench-stack: %v\n%s", err, out)
+	}
+	t.Logf("scripts/bench-stack:\n%s", out)
+	row := regexp.MustCompile(`(?m)^(\S+)\s+(\d+)\s+(\d+)\s+(\d+\.\d\d)x\s+(\d+\.\d\d)\s+(\d+\.\d\d)\s+(\d+\.\d\d)x$`)
+	rows := row.FindAllStringSubmatch(string(out), -1)
+	if len(rows) != 2 || rows[0][1] != "/" || rows[1][1] != "/fib?n=20" {
+		t.Fatalf("want one row per route (/, /fib?n=20), got %q", rows)
+	}
+	for _, r := range rows {
+		for _, f := range r[2:] {
+			if v, _ := strconv.ParseFloat(f, 64); v <= 0 {
+				t.Errorf("route %s: a zero measurement in %q", r[1], r[0])
+			}
+		}
+	}
+	for _, port := range []string{"18080", "18090"} {
+		if c, err := net.DialTimeout("tcp", "127.0.0.1:"+port, time.Second); err == nil {
+			c.Close()
+			t.Errorf("something still listens on %s after the script", port)
+		}
 	}
 }
