@@ -2,11 +2,14 @@ package systemd_test
 
 import (
 	"fmt"
-	"github.com/clusterapp/clusterapp/systemd/sandbox"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/clusterapp/clusterapp/service/crashloop"
+	"github.com/clusterapp/clusterapp/service/logging"
+	"github.com/clusterapp/clusterapp/systemd/sandbox"
 )
 
 // Scenario 2: kill -9 a worker under a bounded loopback load. A new one
@@ -124,12 +127,86 @@ func TestCrashLoopingWorkerDoesNotHurtThePool(t *testing.T) {
 		t.Fatalf("worker 2 NRestarts %d", n)
 	}
 	// Its restarts slow down (package crashloop), and systemctl status says
-	// why while it waits (not in the 250 ms between an exit and a restart).
+	// why while it waits (not in the moment between an exit and a restart).
 	b.Eventually(10*time.Second, "worker 2's status says why it waits", func() bool {
 		return strings.Contains(b.Show("clusterapp-worker@2.service", "StatusText"), "bad configuration, failure")
 	})
 	journal := b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-u", "clusterapp-worker@2.service")
 	if !strings.Contains(journal, `CLUSTERAPP_FIB_MAX_N="bogus" is invalid: expected a whole number`) {
 		t.Fatalf("journal of the crash-looping worker lacks the reason:\n%s", journal)
+	}
+}
+
+// A worker killed once after serving a while is replaced at once
+// (RestartSec=0); one that keeps dying soon after each start waits longer
+// before serving at each start in a row (package crashloop), says why in
+// STATUS= and the journal (MESSAGE_ID=), and a clean restart starts afresh.
+func TestRestartsArePacedOnlyInALoop(t *testing.T) {
+	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=1\n"})
+	b.Start(1)
+	unit := "clusterapp-worker@1.service"
+	backOffs := func() []journalEntry {
+		return journalEntries(b, "-u", unit, "MESSAGE_ID="+logging.MsgRestartBackOff)
+	}
+	kill := func() {
+		old := b.MainPID(unit)
+		b.Must("kill", "-9", strconv.Itoa(old))
+		b.Eventually(30*time.Second, "a new worker 1 active", func() bool {
+			pid := b.MainPID(unit)
+			return pid != 0 && pid != old && b.AllActive(unit)
+		})
+	}
+
+	// Serving longer than crashloop.StableAfter: the first crash is not a loop.
+	time.Sleep(crashloop.StableAfter + time.Second)
+	since := b.Must("date", "+%s.%N")
+	kill()
+	if n := len(backOffs()); n != 0 {
+		t.Fatalf("a single crash after a stable run backed off: %d back-off lines", n)
+	}
+	// kill -9 to READY=1, from systemd's own timestamps.
+	timeline := b.Must("journalctl", "-q", "--since", "@"+since[:len(since)-3], "-o", "short-unix", "--no-pager", "-u", unit)
+	var killed, ready float64
+	for _, l := range strings.Split(timeline, "\n") {
+		if f := strings.Fields(l); len(f) > 1 {
+			ts, _ := strconv.ParseFloat(f[0], 64)
+			switch {
+			case strings.Contains(l, "Main process exited"):
+				killed = ts
+			case strings.Contains(l, "Started clusterapp-worker"):
+				ready = ts
+			}
+		}
+	}
+	t.Logf("kill -9 to the new worker's READY=1: %.0f ms (journal timestamps)", (ready-killed)*1000)
+
+	// Three more deaths, each soon after the start before it: starts 2, 3, 4
+	// in a row, each waiting (250 ms, 500 ms, 1 s) and saying so.
+	kill()
+	kill()
+	old := b.MainPID(unit)
+	b.Must("kill", "-9", strconv.Itoa(old))
+	b.Eventually(5*time.Second, "STATUS= says why the worker waits", func() bool {
+		return strings.Contains(b.Show(unit, "StatusText"), "times in a row without running")
+	})
+	b.Eventually(10*time.Second, "worker 1 serving again", func() bool {
+		pid := b.MainPID(unit)
+		return pid != 0 && pid != old && b.AllActive(unit)
+	})
+	lines := backOffs()
+	var starts []string
+	for _, e := range lines {
+		starts = append(starts, e["STARTS"])
+		e.want(t, "PRIORITY", "4")
+		e.want(t, "WORKER", "1")
+	}
+	if strings.Join(starts, ",") != "2,3,4" {
+		t.Errorf("back-off lines for starts %v, want 2,3,4", starts)
+	}
+
+	// A clean restart (the worker drains) is not a crash: no wait after it.
+	b.Must("systemctl", "restart", unit)
+	if n := len(backOffs()); n != len(lines) {
+		t.Errorf("a clean restart backed off: %d back-off lines, want %d", n, len(lines))
 	}
 }

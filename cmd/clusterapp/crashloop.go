@@ -68,3 +68,46 @@ func slowCrashLoop(ctx context.Context, instance string, cause error, stderr io.
 	case <-ctx.Done():
 	}
 }
+
+// startBackOff counts this start among the worker's unclean starts in a row
+// (package crashloop) and, from the second on, waits before the worker
+// serves: a worker that keeps dying soon after it starts is restarted at
+// once by systemd (RestartSec=0) but serves, crashes and logs at most at
+// the pace of crashloop.StartDelay. It says why in STATUS= and the journal
+// (MESSAGE_ID= logging.MsgRestartBackOff). It returns false when a signal or ctx
+// ended the wait: the worker then exits without serving. Standalone (no
+// RuntimeDirectory) it never waits. The returned reset clears the count.
+func startBackOff(ctx context.Context, instance string, log *logrus.Entry, sigc <-chan os.Signal) (serve bool, reset func()) {
+	dir := os.Getenv("RUNTIME_DIRECTORY")
+	if dir == "" {
+		return true, func() {}
+	}
+	counter := crashloop.NewStarts(dir, instance)
+	reset = func() {
+		if err := counter.Reset(); err != nil {
+			log.WithError(err).Warn("unclean starts not cleared")
+		}
+	}
+	n, err := counter.Fail()
+	if err != nil {
+		log.WithError(err).Warn("unclean starts not counted: " + err.Error())
+	}
+	wait := crashloop.StartDelay(n)
+	if wait <= 0 {
+		return true, reset
+	}
+	msg := fmt.Sprintf("started %d times in a row without running %s or stopping cleanly; waiting %s before serving", n, crashloop.StableAfter, wait)
+	log.WithFields(logging.Event(logging.MsgRestartBackOff)).WithField("starts", n).WithField("wait", wait).Warn(msg)
+	notifier := notify.New(log)
+	_ = notifier.Status(msg)
+	_ = notifier.Close()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true, reset
+	case <-sigc:
+	case <-ctx.Done():
+	}
+	return false, reset
+}

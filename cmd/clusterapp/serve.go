@@ -20,6 +20,7 @@ import (
 	"github.com/clusterapp/clusterapp/service/app"
 	"github.com/clusterapp/clusterapp/service/balance"
 	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/crashloop"
 	"github.com/clusterapp/clusterapp/service/listen"
 	"github.com/clusterapp/clusterapp/service/logging"
 	"github.com/clusterapp/clusterapp/service/memlimit"
@@ -66,6 +67,11 @@ func runServe(ctx context.Context, instance string, stderr io.Writer) error {
 	sigc := make(chan os.Signal, 2)
 	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigc)
+	serve, resetStarts := startBackOff(ctx, instance, log, sigc)
+	if !serve {
+		log.Info("stopped during the restart back-off; exiting without serving")
+		return nil
+	}
 
 	setMemoryLimit(cfg, log)
 	// Valid here: an invalid address stops a standalone worker above, and
@@ -100,7 +106,12 @@ func runServe(ctx context.Context, instance string, stderr io.Writer) error {
 	}
 	w := newWorker(cfg, instance, log, prot, bal)
 	defer func() { _ = w.notifier.Close() }() // the process exits next; nothing to report
-	return w.run(ctx, set, source, sigc)
+	w.stable = resetStarts
+	err = w.run(ctx, set, source, sigc)
+	if err == nil {
+		resetStarts() // a clean exit (drained): the next start is a first one
+	}
+	return err
 }
 
 // newServeCommand is serve's command line: the worker's name, which the
@@ -187,6 +198,7 @@ type worker struct {
 	stopBal  func()            // stops the heartbeat and returns once this worker has left the table
 	metrics  *metrics.Metrics
 	scrapes  *http.Server // serves the metrics listener
+	stable   func()       // clears the unclean-starts count once the worker has served crashloop.StableAfter
 }
 
 func newWorker(cfg config.Config, instance string, log *logrus.Entry, prot protection, bal *balance.Balancer) *worker {
@@ -261,6 +273,10 @@ func (w *worker) run(ctx context.Context, set listen.Set, source listen.Source, 
 	}
 	w.startWatchdog(ctx)
 	_ = w.notifier.Ready(w.status()) // failures are logged by the notifier
+	if w.stable != nil {
+		stable := time.AfterFunc(crashloop.StableAfter, w.stable)
+		defer stable.Stop()
+	}
 	if counter, ok := configFailures(w.instance); ok {
 		if err := counter.Reset(); err != nil {
 			w.log.WithError(err).Warn("configuration failures not cleared")

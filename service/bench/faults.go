@@ -100,7 +100,8 @@ func (r *Runner) faults(ctx context.Context, plan Plan) (*FaultResult, error) {
 	}
 
 	// Crash-looping: a drop-in for that one instance makes it exit 78 at
-	// every start; systemd restarts it every RestartSec=.
+	// every start; systemd restarts it at once, and the worker paces the
+	// loop itself (package crashloop).
 	crashPath := fmt.Sprintf("/etc/systemd/system/clusterapp-worker@%d.service.d/90-bench-crash.conf", workers)
 	if err := r.Box.WriteFile(ctx, crashPath, crashDropIn); err != nil {
 		return nil, err

@@ -39,6 +39,10 @@ const (
 	// MsgBackOff: a worker with an invalid configuration waits before it
 	// exits, longer at each failure in a row (package crashloop).
 	MsgBackOff = "b1a4af2e94c14d608427be08815d7f50"
+	// MsgRestartBackOff: a worker that keeps dying soon after it starts
+	// waits before it serves, longer at each start in a row (package
+	// crashloop).
+	MsgRestartBackOff = "c8212ad5a4664e52a5887156001236f9"
 )
 
 // Event returns the fields that mark a line as the lifecycle event id, for
