@@ -204,9 +204,20 @@ func TestRestartsArePacedOnlyInALoop(t *testing.T) {
 		t.Errorf("back-off lines for starts %v, want 2,3,4", starts)
 	}
 
+	// A restart by the operator during a wait ends it, and the start after
+	// it is a first one: no wait.
+	b.Must("kill", "-9", strconv.Itoa(b.MainPID(unit)))
+	b.Eventually(5*time.Second, "worker 1 waiting at its 5th start", func() bool {
+		return strings.Contains(b.Show(unit, "StatusText"), "started 5 times in a row")
+	})
+	b.Must("systemctl", "restart", unit)
+	if n := len(backOffs()); n != len(lines)+1 {
+		t.Errorf("the start after an operator's restart backed off: %d back-off lines, want %d", n, len(lines)+1)
+	}
+
 	// A clean restart (the worker drains) is not a crash: no wait after it.
 	b.Must("systemctl", "restart", unit)
-	if n := len(backOffs()); n != len(lines) {
-		t.Errorf("a clean restart backed off: %d back-off lines, want %d", n, len(lines))
+	if n := len(backOffs()); n != len(lines)+1 {
+		t.Errorf("a clean restart backed off: %d back-off lines, want %d", n, len(lines)+1)
 	}
 }

@@ -76,7 +76,9 @@ func slowCrashLoop(ctx context.Context, instance string, cause error, stderr io.
 // the pace of crashloop.StartDelay. It says why in STATUS= and the journal
 // (MESSAGE_ID= logging.MsgRestartBackOff). It returns false when a signal or ctx
 // ended the wait: the worker then exits without serving. Standalone (no
-// RuntimeDirectory) it never waits. The returned reset clears the count.
+// RuntimeDirectory) it never waits. The returned reset clears the count;
+// the caller calls it on a clean exit, after crashloop.StableAfter of
+// serving, and when a stop ended the wait.
 func startBackOff(ctx context.Context, instance string, log *logrus.Entry, sigc <-chan os.Signal) (serve bool, reset func()) {
 	dir := os.Getenv("RUNTIME_DIRECTORY")
 	if dir == "" {

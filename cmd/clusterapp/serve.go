@@ -69,6 +69,9 @@ func runServe(ctx context.Context, instance string, stderr io.Writer) error {
 	defer signal.Stop(sigc)
 	serve, resetStarts := startBackOff(ctx, instance, log, sigc)
 	if !serve {
+		// A stop or restart is the operator stepping in: the next start
+		// is a first one, as after a clean exit.
+		resetStarts()
 		log.Info("stopped during the restart back-off; exiting without serving")
 		return nil
 	}
