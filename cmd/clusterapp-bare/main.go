@@ -33,9 +33,7 @@ func main() {
 	err := run(ctx, os.Args[1:], os.Stderr)
 	stop()
 	switch {
-	case err == nil:
-		os.Exit(0)
-	case errors.Is(err, flag.ErrHelp):
+	case err == nil, errors.Is(err, flag.ErrHelp):
 		os.Exit(0)
 	case errors.As(err, new(usageError)):
 		fmt.Fprintln(os.Stderr, "clusterapp-bare:", err)

@@ -57,16 +57,25 @@ func slowCrashLoop(ctx context.Context, instance string, cause error, stderr io.
 	wait := crashloop.Delay(n)
 	log.WithFields(logging.Event(logging.MsgBackOff)).WithField("failures", n).WithField("wait", wait).
 		Warn(fmt.Sprintf("bad configuration, failure %d in a row; exiting in %s, then systemd restarts the worker", n, wait))
+	backOff(ctx, log, fmt.Sprintf("bad configuration, failure %d in a row; exiting in %s, then systemd restarts the worker: %v", n, wait, cause), wait, sigc)
+}
+
+// backOff says status in STATUS= and waits, until the wait is over (true)
+// or a signal on sigc or the end of ctx cuts it short (false). The caller
+// has caught the signals before it logged that it waits.
+func backOff(ctx context.Context, log *logrus.Entry, status string, wait time.Duration, sigc <-chan os.Signal) bool {
 	notifier := notify.New(log)
-	_ = notifier.Status(fmt.Sprintf("bad configuration, failure %d in a row; exiting in %s, then systemd restarts the worker: %v", n, wait, cause))
-	_ = notifier.Close() // the status is sent; the process exits after the wait
+	_ = notifier.Status(status)
+	_ = notifier.Close() // the status is sent; nothing else is reported during the wait
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-t.C:
+		return true
 	case <-sigc:
 	case <-ctx.Done():
 	}
+	return false
 }
 
 // startBackOff counts this start among the worker's unclean starts in a row
@@ -100,16 +109,5 @@ func startBackOff(ctx context.Context, instance string, log *logrus.Entry, sigc 
 	}
 	msg := fmt.Sprintf("started %d times in a row without running %s or stopping cleanly; waiting %s before serving", n, crashloop.StableAfter, wait)
 	log.WithFields(logging.Event(logging.MsgRestartBackOff)).WithField("starts", n).WithField("wait", wait).Warn(msg)
-	notifier := notify.New(log)
-	_ = notifier.Status(msg)
-	_ = notifier.Close()
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true, reset
-	case <-sigc:
-	case <-ctx.Done():
-	}
-	return false, reset
+	return backOff(ctx, log, msg, wait, sigc), reset
 }
