@@ -7,22 +7,23 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
-	"github.com/clusterapp/clusterapp/service/crashloop"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/clusterapp/clusterapp/service/admission"
+	"github.com/clusterapp/clusterapp/service/crashloop"
 )
 
 var binary string
@@ -504,17 +505,60 @@ func TestBalancingWorkerStopsCleanly(t *testing.T) {
 	}
 }
 
-// A worker leaves its serving path a P of its own: with GOMAXPROCS chosen by
-// Go it runs one P more than its admission slots (what /metrics reports);
-// an operator's GOMAXPROCS is kept, with a warning when it is too low.
-func TestGOMAXPROCSAboveAdmissionSlots(t *testing.T) {
-	slots := runtime.NumCPU()
+// A worker runs as many Ps as admission slots, and one more while every
+// slot computes, so rejections and /healthz do not wait behind CPU-bound
+// requests (what /metrics reports, and the log says why); once the load is
+// gone it returns to the base. An operator's GOMAXPROCS is kept, with a
+// warning when it is too low.
+func TestGOMAXPROCSFollowsComputingSlots(t *testing.T) {
 	sock, n := newSharedSocket(t), newNotifySocket(t)
-	w := startWorker(t, &sock, n, fmt.Sprintf("CLUSTERAPP_MAX_IN_FLIGHT=%d", slots))
+	w := startWorker(t, &sock, n, "CLUSTERAPP_MAX_IN_FLIGHT=1", "CLUSTERAPP_ADMISSION_WAIT=0")
 	n.waitFor(t, "READY=1", 10*time.Second)
-	_, metrics := get(t, "http://"+sock.metrics.addr+"/metrics")
-	if got, want := metricValue(metrics, "go_sched_gomaxprocs_threads"), strconv.Itoa(slots+1); got != want {
-		t.Fatalf("go_sched_gomaxprocs_threads = %q, want %s with %d slots on %d CPUs; stderr:\n%s", got, want, slots, runtime.NumCPU(), w.stderr)
+	procs := func() string {
+		_, metrics := get(t, "http://"+sock.metrics.addr+"/metrics")
+		return metricValue(metrics, "go_sched_gomaxprocs_threads")
+	}
+	if got := procs(); got != "1" {
+		t.Fatalf("idle with one slot: go_sched_gomaxprocs_threads = %q, want 1; stderr:\n%s", got, w.stderr)
+	}
+	// Four clients keep the one slot computing /fib?n=32 (tens of ms each;
+	// the others are turned away) for at most 20 s, until the spare P shows.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := &http.Client{Timeout: 5 * time.Second}
+			for ctx.Err() == nil {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+sock.addr+"/fib?n=32", nil)
+				if resp, err := c.Do(req); err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}
+		}()
+	}
+	raised := false
+	for ctx.Err() == nil && !raised {
+		raised = procs() == "2"
+		time.Sleep(100 * time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	if !raised {
+		t.Fatalf("every slot computing for 20 s: GOMAXPROCS stayed at %s, want 2; stderr:\n%s", procs(), w.stderr)
+	}
+	if !strings.Contains(w.stderr.String(), "a goroutine waited") {
+		t.Errorf("the raise was not logged with its reason; stderr:\n%s", w.stderr)
+	}
+	// Back to the base once the slot has been calm for the hold (10 s).
+	deadline := time.Now().Add(admission.DefaultHold + 10*time.Second)
+	for procs() != "1" {
+		if time.Now().After(deadline) {
+			t.Fatalf("GOMAXPROCS = %s %v after the load, want 1; stderr:\n%s", procs(), admission.DefaultHold+10*time.Second, w.stderr)
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
 	w.signal(t, syscall.SIGTERM)
 	w.wait(t, 10*time.Second)
@@ -522,8 +566,7 @@ func TestGOMAXPROCSAboveAdmissionSlots(t *testing.T) {
 	sock, n = newSharedSocket(t), newNotifySocket(t)
 	w = startWorker(t, &sock, n, "CLUSTERAPP_MAX_IN_FLIGHT=1", "GOMAXPROCS=1")
 	n.waitFor(t, "READY=1", 10*time.Second)
-	_, metrics = get(t, "http://"+sock.metrics.addr+"/metrics")
-	if metricValue(metrics, "go_sched_gomaxprocs_threads") != "1" {
+	if procs() != "1" {
 		t.Fatalf("the operator's GOMAXPROCS=1 was not kept; stderr:\n%s", w.stderr)
 	}
 	if !strings.Contains(w.stderr.String(), "GOMAXPROCS is not above CLUSTERAPP_MAX_IN_FLIGHT") {

@@ -20,6 +20,7 @@ import (
 // built once at start, before anything serves.
 type protection struct {
 	maxInFlight int
+	procs       admission.Procs // GOMAXPROCS levels; govern applies them
 	cfg         config.Config
 	limiter     *ratelimit.Limiter // nil when there is no rate limit
 	keeper      *ratelimit.Keeper  // nil when the limiter's table is this process's for good (standalone)
@@ -39,24 +40,36 @@ func newProtection(cfg config.Config, log *logrus.Entry) (protection, error) {
 	}
 	_, explicit := os.LookupEnv("GOMAXPROCS")
 	current := runtime.GOMAXPROCS(0)
-	switch procs, change, tooFew := admission.ServingProcs(current, p.maxInFlight, explicit); {
-	case change:
-		runtime.GOMAXPROCS(procs)
-		log.WithFields(logrus.Fields{"gomaxprocs": procs, "was": current, "max_in_flight": p.maxInFlight}).
-			Info("GOMAXPROCS raised by one, so rejections and health checks never wait behind CPU-bound requests holding every P")
-	case tooFew:
-		log.WithFields(logrus.Fields{"gomaxprocs": current, "max_in_flight": p.maxInFlight}).
-			Warn("GOMAXPROCS is not above CLUSTERAPP_MAX_IN_FLIGHT: when every slot computes, rejections and /healthz wait for Go's 10 ms preemption; unset GOMAXPROCS or set it above the slots")
+	p.procs = admission.PlanProcs(current, p.maxInFlight, explicit)
+	if runtime.GOMAXPROCS(p.procs.Base); p.procs.Base != current {
+		log.WithFields(logrus.Fields{"gomaxprocs": p.procs.Base, "was": current, "max_in_flight": p.maxInFlight}).
+			Info("GOMAXPROCS lowered to the admission slots: more Ps than requests running at once only wake threads for nothing")
+	}
+	if p.procs.TooFew {
+		log.WithFields(logrus.Fields{"gomaxprocs": p.procs.Base, "max_in_flight": p.maxInFlight}).
+			Warn("GOMAXPROCS is not above CLUSTERAPP_MAX_IN_FLIGHT: when every slot computes, rejections and /healthz wait for Go's 10 ms preemption; unset GOMAXPROCS to let the worker add a P while they do")
 	}
 	if cfg.RateLimit > 0 {
 		p.limiter, p.keeper = newRateLimiter(cfg, log)
 	}
 	log.WithFields(logrus.Fields{
-		"max_in_flight": p.maxInFlight, "admission_wait": cfg.AdmissionWait,
+		"max_in_flight": p.maxInFlight, "gomaxprocs": p.procs.Base, "gomaxprocs_serving": p.procs.Serving, "admission_wait": cfg.AdmissionWait,
 		"rate_limit": cfg.RateLimit, "rate_burst": cfg.RateBurst, "cache_entries": cfg.CacheEntries,
 		"request_timeout": cfg.RequestTimeout, "rate_limit_table": p.tableMode(),
 	}).Info("protection")
 	return p, nil
+}
+
+// govern applies the GOMAXPROCS policy now and, unless the operator fixed
+// GOMAXPROCS, adds the serving path's spare P while every P computes, until
+// ctx ends (admission.Governor).
+func (p protection) govern(ctx context.Context, lim *admission.Limiter, log *logrus.Entry) {
+	g := &admission.Governor{Procs: p.procs, Slots: lim.Slots, Changed: func(from, to int, why string) {
+		log.WithFields(logrus.Fields{"gomaxprocs": to, "was": from}).Info("GOMAXPROCS: " + why)
+	}}
+	if err := g.Run(ctx); err != nil && ctx.Err() == nil {
+		log.WithError(err).Warn("GOMAXPROCS stays at the base level")
+	}
 }
 
 // apply sets the protection fields of o, observed by m.

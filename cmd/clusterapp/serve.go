@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/clusterapp/clusterapp/service/admission"
 	"github.com/clusterapp/clusterapp/service/app"
 	"github.com/clusterapp/clusterapp/service/balance"
 	"github.com/clusterapp/clusterapp/service/config"
@@ -108,6 +109,7 @@ func runServe(ctx context.Context, instance string, stderr io.Writer) error {
 		return err
 	}
 	w := newWorker(cfg, instance, log, prot, bal)
+	w.govern = func(ctx context.Context) { prot.govern(ctx, w.admission, log) }
 	defer func() { _ = w.notifier.Close() }() // the process exits next; nothing to report
 	w.stable = resetStarts
 	err = w.run(ctx, set, source, sigc)
@@ -201,7 +203,21 @@ type worker struct {
 	stopBal  func()            // stops the heartbeat and returns once this worker has left the table
 	metrics  *metrics.Metrics
 	scrapes  *http.Server // serves the metrics listener
-	stable   func()       // clears the unclean-starts count once the worker has served crashloop.StableAfter
+	// admission is the request limiter; its slots drive GOMAXPROCS.
+	admission *admission.Limiter
+	// govern adjusts GOMAXPROCS until its context ends; it starts once the
+	// worker is ready, so the start-up's own CPU burst does not count.
+	govern func(context.Context)
+	stable func() // clears the unclean-starts count once the worker has served crashloop.StableAfter
+}
+
+// poolSize is the number of workers the pool runs: CLUSTERAPP_WORKERS, 0
+// meaning one per CPU (the generator's rule).
+func poolSize(cfg config.Config) int {
+	if cfg.Workers == 0 {
+		return runtime.NumCPU()
+	}
+	return cfg.Workers
 }
 
 func newWorker(cfg config.Config, instance string, log *logrus.Entry, prot protection, bal *balance.Balancer) *worker {
@@ -210,9 +226,7 @@ func newWorker(cfg config.Config, instance string, log *logrus.Entry, prot prote
 		Worker: instance, Version: version, Routes: app.Routes, Dir: os.Getenv("RUNTIME_DIRECTORY"),
 		Desired: cfg.Workers, Start: time.Now(), Log: log,
 	})
-	if cfg.Workers == 0 {
-		m.SetDesired(runtime.NumCPU()) // the generator's rule: one per CPU
-	}
+	m.SetDesired(poolSize(cfg))
 	w.metrics = m
 	w.scrapes = metricsServer(m, log)
 	opts := app.Options{
@@ -227,6 +241,7 @@ func newWorker(cfg config.Config, instance string, log *logrus.Entry, prot prote
 		RequestTimeout: cfg.RequestTimeout, CacheMaxAge: cfg.CacheMaxAge,
 	}
 	prot.apply(&opts, m)
+	w.admission = opts.Admission
 	a := app.New(opts)
 	sopts := server.Options{
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout,
@@ -268,6 +283,9 @@ func (w *worker) run(ctx context.Context, set listen.Set, source listen.Source, 
 	}
 	w.srv.SetReady()
 	w.metrics.SetReady(true)
+	if w.govern != nil {
+		go w.govern(ctx)
+	}
 	if w.bal != nil {
 		bctx, cancel := context.WithCancel(ctx)
 		left := make(chan struct{})

@@ -18,6 +18,7 @@ package admission
 import (
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -29,7 +30,11 @@ type Observer interface {
 
 // Limiter admits at most MaxInFlight requests at a time.
 type Limiter struct {
-	slots      chan struct{}
+	slots    chan struct{}
+	released atomic.Uint64 // admitted requests finished
+	// freed receives after a release while wantFree is set (Freed).
+	freed      chan struct{}
+	wantFree   atomic.Bool
 	wait       time.Duration
 	retryAfter string
 	exempt     map[string]bool
@@ -53,7 +58,7 @@ func New(opts Options) *Limiter {
 	}
 	secs := max(int(opts.RetryAfter.Round(time.Second)/time.Second), 1)
 	return &Limiter{
-		slots: make(chan struct{}, opts.MaxInFlight), wait: opts.Wait,
+		slots: make(chan struct{}, opts.MaxInFlight), wait: opts.Wait, freed: make(chan struct{}, 1),
 		retryAfter: strconv.Itoa(secs), exempt: exempt, obs: opts.Observer,
 	}
 }
@@ -76,13 +81,40 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 			_, _ = w.Write([]byte(`{"error":"worker at capacity, retry later","status":503}` + "\n"))
 			return
 		}
-		defer func() { <-l.slots }()
+		defer l.release()
 		if l.obs != nil {
 			l.obs.Admitted(waited)
 		}
 		next.ServeHTTP(w, r)
 	})
 }
+
+func (l *Limiter) release() {
+	<-l.slots
+	l.released.Add(1)
+	if l.wantFree.Load() {
+		select {
+		case l.freed <- struct{}{}:
+		default: // a wake-up is already pending
+		}
+	}
+}
+
+// Full says every slot is taken: a request arriving now would wait or be
+// turned away.
+func (l *Limiter) Full() bool { return len(l.slots) == cap(l.slots) }
+
+// Freed returns a channel that receives soon after a slot is released, for
+// one waiter at a time (the accept loop, which holds back from taking new
+// connections while Full). A receive may come early, so re-check Full; call
+// Unwatch when done waiting.
+func (l *Limiter) Freed() <-chan struct{} {
+	l.wantFree.Store(true)
+	return l.freed
+}
+
+// Unwatch ends the wait Freed began; releases stop signalling.
+func (l *Limiter) Unwatch() { l.wantFree.Store(false) }
 
 // acquire takes a slot at once, or within the wait, or gives up.
 func (l *Limiter) acquire(r *http.Request) (time.Duration, bool) {
@@ -109,3 +141,10 @@ func (l *Limiter) acquire(r *http.Request) (time.Duration, bool) {
 
 // InFlight is the number of admitted requests running now.
 func (l *Limiter) InFlight() int { return len(l.slots) }
+
+// Slots reports the slots, how many are taken now, and how many admitted
+// requests have finished since the start: what a Governor needs to tell
+// long requests holding every slot from many short ones.
+func (l *Limiter) Slots() SlotUse {
+	return SlotUse{Slots: cap(l.slots), InFlight: len(l.slots), Released: l.released.Load()}
+}

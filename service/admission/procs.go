@@ -12,23 +12,37 @@ package admission
 // kernel then shares the CPUs between the threads, and preempts the
 // computation within its scheduling slice instead.
 //
+// A spare P is not free, though. An idle P makes Go wake a thread to look for
+// work each time a goroutine becomes runnable, and in a pool every worker
+// does so on the same CPUs: two workers with two Ps each served about 0.7x
+// the fast-path throughput of one process on 2 CPUs, eight of them about a
+// third (docs/benchmarks.md). So a worker runs with as many Ps as it has
+// slots (never more than Go's own choice), and a Governor adds the spare P
+// only while the serving path actually waits behind computing requests.
+//
 // Setting GOMAXPROCS also stops Go from following later changes of the CPU
 // quota (systemctl set-property CPUQuota=); a worker picks those up at its
 // next restart, as it does every other setting.
 
-// ServingProcs returns the GOMAXPROCS a worker with maxInFlight admission
-// slots should run with, and whether to change it. When Go chose the value
-// (from the CPU count, affinity or CPU quota) and the slots can occupy every
-// P, it is one more: current+1, never more, since slots far above the CPUs
-// (admission as good as off) are not a reason for a hundred threads. A value
-// the operator set (explicit) is kept; tooFew then says it leaves the
-// serving path no P of its own.
-func ServingProcs(current, maxInFlight int, explicit bool) (procs int, change, tooFew bool) {
-	if current > maxInFlight {
-		return current, false, false
-	}
+// Procs is a worker's GOMAXPROCS policy: Base Ps while goroutines get a P
+// promptly, Serving (Base+1) while every P computes and the serving path
+// waits. Base == Serving means nothing is adjusted.
+type Procs struct {
+	Base, Serving int
+	// TooFew says the operator's GOMAXPROCS leaves the serving path no P of
+	// its own when every slot computes.
+	TooFew bool
+}
+
+// PlanProcs returns the policy for a worker with maxInFlight admission slots
+// whose GOMAXPROCS is current. When Go chose current (from the CPU count,
+// affinity or CPU quota), the base is the smaller of current and the slots,
+// since at most that many requests run at once, and the serving level one
+// more. A value the operator set (explicit) is kept as it is.
+func PlanProcs(current, maxInFlight int, explicit bool) Procs {
 	if explicit {
-		return current, false, true
+		return Procs{Base: current, Serving: current, TooFew: current <= maxInFlight}
 	}
-	return current + 1, true, false
+	base := max(1, min(current, maxInFlight))
+	return Procs{Base: base, Serving: base + 1}
 }
