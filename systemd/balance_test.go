@@ -31,6 +31,26 @@ func TestBalanceLeavesNoWorkerIdle(t *testing.T) {
 	}
 }
 
+// One-request connections to a CPU-bound route reach the worker that can
+// start them: a new connection wakes one waiting worker (EPOLLEXCLUSIVE),
+// and a worker whose admission slot is taken stays out of the wait. The
+// kernel wakes waiters in the order they registered, so without that gate
+// the first worker took connections it could only queue while the second
+// sat idle (0.6x of one process on /fib?n=30).
+func TestNewConnectionsGoToAFreeWorker(t *testing.T) {
+	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=2\nCLUSTERAPP_CACHE_ENTRIES=0\n"})
+	b.Start(2)
+	res := b.Load("/fib?n=30", "-c", "8", "-d", "3s", "-keepalive=false", "-timeout", "5s")
+	ratio := res.MaxMinRatio("1", "2")
+	t.Logf("%d requests, by worker %v, max/min %.2f, status %v", res.Requests, res.ByHeader, ratio, res.StatusCodes)
+	if res.Errors() != 0 || res.OK == 0 {
+		t.Fatalf("errors %v, ok %d", res.ErrorSamples, res.OK)
+	}
+	if ratio > 2 {
+		t.Fatalf("one worker served %.1fx the other's requests (%v): new connections went to a busy worker", ratio, res.ByHeader)
+	}
+}
+
 // A frozen worker costs capacity, never connections: its heartbeat goes
 // stale, the others stop leaving connections to it, and a fresh-connection
 // load sees no error even before the watchdog replaces it.
