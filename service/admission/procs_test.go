@@ -28,78 +28,69 @@ func TestPlanProcs(t *testing.T) {
 	}
 }
 
-// The governor's decisions, one wake-up at a time: it raises only when the
-// process used its base Ps' worth of CPU and its wake-up came late, stays
-// raised while the base Ps stay busy, and returns after Hold without.
+// The governor's decisions, one wake-up at a time: it raises only when long
+// requests held the slots and its wake-up came late, stays raised while long
+// requests fill every slot, and returns after Hold without.
 func TestGovernorStep(t *testing.T) {
 	ms := time.Millisecond
 	g := &Governor{Procs: Procs{Base: 1, Serving: 2}, Hold: 100 * ms}
 	st := &governorState{procs: 1}
 	steps := []struct {
-		name  string
-		s     sample
-		procs int
+		name    string
+		s       sample
+		procs   int
+		changed bool
 	}{
-		{"idle", sample{wall: 10 * ms, cpu: 0, late: 0}, 1},
-		{"late, but the CPU went to another process", sample{wall: 18 * ms, cpu: 6 * ms, late: 8 * ms}, 1},
-		{"busy with short requests, on time", sample{wall: 10 * ms, cpu: 10 * ms, late: 100 * time.Microsecond}, 1},
-		{"busy and late: the serving path waited", sample{wall: 17 * ms, cpu: 17 * ms, late: 7 * ms}, 2},
-		{"still computing: stays", sample{wall: 10 * ms, cpu: 19 * ms, held: true}, 2},
-		{"calm 60 ms", sample{wall: 60 * ms, cpu: 10 * ms, held: true}, 2},
-		{"busy again: the calm starts over", sample{wall: 10 * ms, cpu: 10 * ms, held: true}, 2},
-		{"busy with short requests: calm 60 ms", sample{wall: 60 * ms, cpu: 60 * ms, held: false}, 2},
-		{"calm 120 ms in all: back to the base", sample{wall: 60 * ms, cpu: 10 * ms, held: true}, 1},
+		{"idle", sample{wall: 10 * ms, idle: true}, 1, false},
+		{"late, but short requests (or the CPU went elsewhere)", sample{wall: 18 * ms, late: 8 * ms}, 1, false},
+		{"long requests, on time (waiting on I/O, Ps free)", sample{wall: 10 * ms, long: true, full: true}, 1, false},
+		{"long requests and late: the serving path waited", sample{wall: 17 * ms, late: 7 * ms, long: true, full: true}, 2, true},
+		{"still long requests in every slot: stays", sample{wall: 10 * ms, long: true, full: true}, 2, false},
+		{"a slot free: calm 60 ms", sample{wall: 60 * ms, long: true}, 2, false},
+		{"full again: the calm starts over", sample{wall: 10 * ms, long: true, full: true}, 2, false},
+		{"short requests in every slot: calm 60 ms", sample{wall: 60 * ms, full: true}, 2, false},
+		{"calm 120 ms in all: back to the base", sample{wall: 60 * ms, idle: true}, 1, true},
 	}
 	for _, s := range steps {
 		why := g.step(st, s.s)
-		if st.procs != s.procs {
-			t.Fatalf("%s: level %d, want %d", s.name, st.procs, s.procs)
+		if st.procs != s.procs || (why != "") != s.changed {
+			t.Fatalf("%s: level %d (why %q), want %d (changed %v)", s.name, st.procs, why, s.procs, s.changed)
 		}
-		if changed := why != ""; changed != (s.name == "busy and late: the serving path waited" || strings.HasPrefix(s.name, "calm 120")) {
-			t.Errorf("%s: why = %q", s.name, why)
-		}
-	}
-	// Two base Ps: one busy P of two is not "every P".
-	g2 := &Governor{Procs: Procs{Base: 2, Serving: 3}}
-	st2 := &governorState{procs: 2}
-	if g2.step(st2, sample{wall: 20 * ms, cpu: 20 * ms, late: 10 * ms}); st2.procs != 2 {
-		t.Errorf("one of two Ps busy raised the level to %d", st2.procs)
-	}
-	if g2.step(st2, sample{wall: 20 * ms, cpu: 40 * ms, late: 10 * ms}); st2.procs != 3 {
-		t.Errorf("both Ps busy and late: level %d, want 3", st2.procs)
 	}
 }
 
-// Slots count as held when every one is taken and fewer requests finished
-// than fit in the interval at the Late threshold each.
-func TestSlotsHeld(t *testing.T) {
+// A wake-up's slot fields: long when the requests that finished held their
+// slot Late or more on average, full when every slot is taken, idle when
+// nothing ran.
+func TestObserve(t *testing.T) {
 	ms := time.Millisecond
 	for _, c := range []struct {
-		name       string
-		before     SlotUse
-		now        SlotUse
-		wall, hold time.Duration
-		want       bool
+		name             string
+		before, now      SlotUse
+		wall             time.Duration
+		long, full, idle bool
 	}{
-		{"one slot, a 7 ms request per 10 ms", SlotUse{1, 1, 100}, SlotUse{1, 1, 101}, 10 * ms, 2 * ms, true},
-		{"one slot, 200 short requests in 10 ms", SlotUse{1, 1, 100}, SlotUse{1, 1, 300}, 10 * ms, 2 * ms, false},
-		{"a slot free", SlotUse{2, 2, 0}, SlotUse{2, 1, 0}, 10 * ms, 2 * ms, false},
-		{"two slots, 8 finished in 10 ms (2.5 ms each)", SlotUse{2, 2, 0}, SlotUse{2, 2, 8}, 10 * ms, 2 * ms, true},
-		{"two slots, 12 finished in 10 ms", SlotUse{2, 2, 0}, SlotUse{2, 2, 12}, 10 * ms, 2 * ms, false},
-		{"no slots known", SlotUse{}, SlotUse{}, 10 * ms, 2 * ms, false},
+		{"one slot, a 7 ms request per 10 ms", SlotUse{1, 1, 100}, SlotUse{1, 1, 101}, 10 * ms, true, true, false},
+		{"the computing request just finished, slot free", SlotUse{1, 1, 100}, SlotUse{1, 0, 101}, 17 * ms, true, false, false},
+		{"one slot, 200 short requests in 10 ms", SlotUse{1, 1, 100}, SlotUse{1, 1, 300}, 10 * ms, false, true, false},
+		{"two slots, 8 finished in 10 ms (2.5 ms each)", SlotUse{2, 2, 0}, SlotUse{2, 2, 8}, 10 * ms, true, true, false},
+		{"two slots, 12 finished in 10 ms", SlotUse{2, 2, 0}, SlotUse{2, 2, 12}, 10 * ms, false, true, false},
+		{"nothing ran", SlotUse{2, 0, 5}, SlotUse{2, 0, 5}, 100 * ms, false, false, true},
 	} {
-		if got := slotsHeld(c.before, c.now, c.wall, c.hold); got != c.want {
-			t.Errorf("%s: slotsHeld = %v, want %v", c.name, got, c.want)
+		s := observe(c.before, c.now, c.wall, 2*ms)
+		if s.long != c.long || s.full != c.full || s.idle != c.idle {
+			t.Errorf("%s: long %v full %v idle %v; want %v %v %v", c.name, s.long, s.full, s.idle, c.long, c.full, c.idle)
 		}
 	}
 }
 
 // Run applies the base level at once, raises through Set when its clock
-// shows a late, busy wake-up, says why, and returns when its context ends.
+// shows a late wake-up while long requests hold the slot, says why, and
+// returns when its context ends.
 func TestGovernorRun(t *testing.T) {
 	var applied []int
-	var cpu time.Duration
 	clock := time.Unix(0, 0)
+	released := uint64(0)
 	changed := make(chan string, 4)
 	g := &Governor{
 		Procs: Procs{Base: 1, Serving: 2},
@@ -111,14 +102,15 @@ func TestGovernorRun(t *testing.T) {
 			applied = append(applied, n)
 			return was
 		},
-		// Each wake-up: 15 ms of wall time for a 1 ms tick (14 ms late), all
-		// of it on the CPU.
+		// Each wake-up: 15 ms of wall time for a 1 ms tick (14 ms late),
+		// one request of the one slot finished, the next one running.
 		Now: func() time.Time { clock = clock.Add(15 * time.Millisecond); return clock },
-		CPU: func() (time.Duration, error) { cpu += 15 * time.Millisecond; return cpu, nil },
-		Changed: func(from, to int, why string) {
-			changed <- why
+		Slots: func() SlotUse {
+			released++
+			return SlotUse{Slots: 1, InFlight: 1, Released: released}
 		},
-		Tick: time.Millisecond,
+		Changed: func(from, to int, why string) { changed <- why },
+		Tick:    time.Millisecond,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
