@@ -31,12 +31,12 @@ func TestBalanceLeavesNoWorkerIdle(t *testing.T) {
 	}
 }
 
-// One-request connections to a CPU-bound route reach the worker that can
-// start them: a new connection wakes one waiting worker (EPOLLEXCLUSIVE),
-// and a worker whose admission slot is taken stays out of the wait. The
-// kernel wakes waiters in the order they registered, so without that gate
-// the first worker took connections it could only queue while the second
-// sat idle (0.6x of one process on /fib?n=30).
+// One-request connections to a CPU-bound route reach both workers, one
+// admission slot each: a worker busy computing must not collect the
+// connections while the other sits idle. Go's poller wakes every worker for
+// a new connection and the idle one accepts first; an accept path that woke
+// only the first-registered worker (EPOLLEXCLUSIVE, tried in issue 12) sent
+// 760 of 774 connections to one worker until a full worker held back.
 func TestNewConnectionsGoToAFreeWorker(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=2\nCLUSTERAPP_CACHE_ENTRIES=0\n"})
 	b.Start(2)

@@ -110,14 +110,6 @@ func runServe(ctx context.Context, instance string, stderr io.Writer) error {
 	}
 	w := newWorker(cfg, instance, log, prot, bal)
 	w.govern = func(ctx context.Context) { prot.govern(ctx, w.admission, log) }
-	if poolSize(cfg) > 1 {
-		// A full worker leaves new connections to the others.
-		for _, l := range set.Service {
-			if ex, ok := l.(*listen.Exclusive); ok {
-				ex.SetGate(w.admission)
-			}
-		}
-	}
 	defer func() { _ = w.notifier.Close() }() // the process exits next; nothing to report
 	w.stable = resetStarts
 	err = w.run(ctx, set, source, sigc)

@@ -30,11 +30,8 @@ type Observer interface {
 
 // Limiter admits at most MaxInFlight requests at a time.
 type Limiter struct {
-	slots    chan struct{}
-	released atomic.Uint64 // admitted requests finished
-	// freed receives after a release while wantFree is set (Freed).
-	freed      chan struct{}
-	wantFree   atomic.Bool
+	slots      chan struct{}
+	released   atomic.Uint64 // admitted requests finished
 	wait       time.Duration
 	retryAfter string
 	exempt     map[string]bool
@@ -58,7 +55,7 @@ func New(opts Options) *Limiter {
 	}
 	secs := max(int(opts.RetryAfter.Round(time.Second)/time.Second), 1)
 	return &Limiter{
-		slots: make(chan struct{}, opts.MaxInFlight), wait: opts.Wait, freed: make(chan struct{}, 1),
+		slots: make(chan struct{}, opts.MaxInFlight), wait: opts.Wait,
 		retryAfter: strconv.Itoa(secs), exempt: exempt, obs: opts.Observer,
 	}
 }
@@ -92,29 +89,7 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 func (l *Limiter) release() {
 	<-l.slots
 	l.released.Add(1)
-	if l.wantFree.Load() {
-		select {
-		case l.freed <- struct{}{}:
-		default: // a wake-up is already pending
-		}
-	}
 }
-
-// Full says every slot is taken: a request arriving now would wait or be
-// turned away.
-func (l *Limiter) Full() bool { return len(l.slots) == cap(l.slots) }
-
-// Freed returns a channel that receives soon after a slot is released, for
-// one waiter at a time (the accept loop, which holds back from taking new
-// connections while Full). A receive may come early, so re-check Full; call
-// Unwatch when done waiting.
-func (l *Limiter) Freed() <-chan struct{} {
-	l.wantFree.Store(true)
-	return l.freed
-}
-
-// Unwatch ends the wait Freed began; releases stop signalling.
-func (l *Limiter) Unwatch() { l.wantFree.Store(false) }
 
 // acquire takes a slot at once, or within the wait, or gives up.
 func (l *Limiter) acquire(r *http.Request) (time.Duration, bool) {

@@ -111,7 +111,7 @@ func (e env) listeners(serviceAddr, metricsAddr string, log *logrus.Entry) (Set,
 	var set Set
 	for _, f := range files {
 		metrics := f.Name() == MetricsName
-		l, err := fileListener(f, !metrics, log)
+		l, err := fileListener(f, log)
 		if err != nil {
 			set.Close()
 			return Set{}, "", err
@@ -130,12 +130,10 @@ func (e env) listeners(serviceAddr, metricsAddr string, log *logrus.Entry) (Set,
 }
 
 // fileListener checks f and turns it into a net.Listener; f is closed (the
-// listener holds its own duplicate). A service socket (exclusive) becomes an
-// Exclusive listener, so a connection wakes one worker, not all; where that
-// cannot be set up, a plain one, with a warning. The checks go through SyscallConn, never
+// listener holds its own duplicate). The checks go through SyscallConn, never
 // f.Fd(): Fd switches the descriptor to blocking mode, and the open file
 // description is shared with systemd and every other worker.
-func fileListener(f *os.File, exclusive bool, log *logrus.Entry) (net.Listener, error) {
+func fileListener(f *os.File, log *logrus.Entry) (net.Listener, error) {
 	defer f.Close()
 	var typ, acc, flags int
 	var typErr, accErr, flErr error
@@ -155,13 +153,6 @@ func fileListener(f *os.File, exclusive bool, log *logrus.Entry) (net.Listener, 
 	}
 	if flErr == nil && flags&unix.O_NONBLOCK == 0 {
 		log.WithField("name", f.Name()).Warn("inherited socket is in blocking mode; set NonBlocking=yes in the socket unit: a blocking shared socket can leave worker threads stuck in accept")
-	}
-	if exclusive {
-		l, err := NewExclusive(rc)
-		if err == nil {
-			return l, nil
-		}
-		log.WithError(err).WithField("name", f.Name()).Warn("accepting as Go does: every worker wakes for each new connection")
 	}
 	l, err := net.FileListener(f)
 	if err != nil {
