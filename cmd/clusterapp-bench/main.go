@@ -1,11 +1,14 @@
 // Command clusterapp-bench is `make bench`: it boots the suite in a sandbox
 // box (scripts/sandbox, a real systemd in private namespaces), measures 1
 // worker, N workers and one process with GOMAXPROCS=N on /, /fib?n=25,
-// /fib?n=30 and /slow, then the spike scenario of /fib?n=30 with admission
-// control on and off (the generator on a CPU of its own), then the pool with
-// a frozen and a crash-looping worker, and writes docs/benchmarks.md and
-// docs/benchmarks.svg. All load goes to the box's own 127.0.0.1, from the
-// project's generator run inside the box; every run is bounded.
+// /fib?n=30 and /slow; then the pool at 1, 2, 4, 8 and 16 workers against
+// that one process (throughput, wake-ups and CPU per request), and beside
+// them bare net/http, nginx, Node's cluster module and PM2; then the
+// spike scenario of /fib?n=30 with admission control on and off (the
+// generator on a CPU of its own); then the pool with a frozen and a
+// crash-looping worker. It writes docs/benchmarks.md, docs/benchmarks.svg
+// and docs/benchmarks-curve.svg. All load goes to the box's own 127.0.0.1,
+// from the project's generator run inside the box; every run is bounded.
 //
 //	clusterapp-bench [-repo .] [-box bench] [-cell 4s] [-out docs]
 //
@@ -100,7 +103,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		}
 	}
 	machine := bench.DetectMachine()
-	plan := newPlan(machine.CPUs, f)
+	plan := newPlan(machine.CPUs, repo, f)
 	box := &bench.Sandbox{Script: filepath.Join(repo, "scripts", "sandbox"), Name: f.box, Repo: repo}
 	fmt.Fprintf(stderr, ">> booting sandbox box %q\n", f.box)
 	if err := box.Up(ctx); err != nil {
@@ -127,7 +130,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	return write(res, out, filepath.Join(repo, "bin", "benchmarks.json"), stdout)
 }
 
-func newPlan(cpus int, f flags) bench.Plan {
+func newPlan(cpus int, repo string, f flags) bench.Plan {
 	layout := bench.NewSpikeLayout(cpus)
 	on, off := bench.SpikeConfigurations(layout, f.admissionWait)
 	return bench.Plan{
@@ -138,6 +141,11 @@ func newPlan(cpus int, f flags) bench.Plan {
 		Concurrency:       f.concurrency,
 		Cell:              f.cell,
 		FixedRateFraction: 0.5,
+		Curve: &bench.CurvePlan{
+			Workers: []int{1, 2, 4, 8, 16}, Repeats: 3, Duration: 3 * time.Second, Concurrency: f.concurrency,
+			Cells: []bench.CurveCell{{Route: "/", KeepAlive: true}, {Route: "/", KeepAlive: false}, {Route: "/fib?n=25", KeepAlive: true}},
+		},
+		Anchors: &bench.AnchorPlan{Anchors: bench.DefaultAnchors(repo, cpus, nil)},
 		Spike: &bench.SpikePlan{
 			Route: "/fib?n=30", Layout: layout, Factor: 10, UnloadedFraction: 0.05,
 			Duration: f.spikeDuration, Concurrency: 256, Timeout: 10 * time.Second, On: on, Off: off,
@@ -153,20 +161,28 @@ func newPlan(cpus int, f flags) bench.Plan {
 func write(res *bench.Results, dir, rawPath string, stdout io.Writer) error {
 	page := filepath.Join(dir, "benchmarks.md")
 	old, _ := os.ReadFile(page) // absent on the first run: no notes to keep
-	var md, svg bytes.Buffer
+	var md, svg, curve bytes.Buffer
 	if err := bench.WriteMarkdown(&md, res, "benchmarks.svg", bench.KeptNotes(string(old))); err != nil {
 		return err
 	}
 	if err := bench.WriteSVG(&svg, res); err != nil {
 		return err
 	}
+	files := map[string][]byte{
+		filepath.Join(dir, "benchmarks.md"): md.Bytes(), filepath.Join(dir, "benchmarks.svg"): svg.Bytes(),
+	}
+	if res.Curve != nil {
+		if err := bench.WriteCurveSVG(&curve, res); err != nil {
+			return err
+		}
+		files[filepath.Join(dir, bench.CurveChart)] = curve.Bytes()
+	}
 	raw, err := json.MarshalIndent(res, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode results: %w", err)
 	}
-	for path, content := range map[string][]byte{
-		filepath.Join(dir, "benchmarks.md"): md.Bytes(), filepath.Join(dir, "benchmarks.svg"): svg.Bytes(), rawPath: raw,
-	} {
+	files[rawPath] = raw
+	for path, content := range files {
 		if err := os.WriteFile(path, content, 0o644); err != nil {
 			return fmt.Errorf("write %s: %w", path, err)
 		}

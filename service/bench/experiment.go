@@ -32,6 +32,11 @@ type Plan struct {
 	// with how the kernel schedules the processes on a shared machine, so
 	// their medians are reported (every run is kept). Default 1.
 	Repeats int
+	// Curve is the worker-count curve; nil skips it.
+	Curve *CurvePlan
+	// Anchors are programs outside the suite measured on the curve's
+	// cells; nil (or no Curve) skips them.
+	Anchors *AnchorPlan
 	// Spike is the spike scenario; nil skips it.
 	Spike *SpikePlan
 	// Faults is the frozen and crash-looping worker scenario; nil skips it.
@@ -64,6 +69,8 @@ type Results struct {
 	// run (1, 5, 15 min), since other work on it moves every number.
 	LoadBefore, LoadAfter string
 	Configs               []ConfigResult
+	Curve                 *CurveResult
+	Anchors               []AnchorResult
 	Spike                 *SpikeResult
 	Faults                *FaultResult
 }
@@ -123,7 +130,8 @@ func (r *Runner) logf(format string, args ...any) {
 	}
 }
 
-// Run measures every configuration, then the spike scenario.
+// Run measures every configuration, then the worker-count curve and the
+// anchors, the spike scenario and the faults.
 func (r *Runner) Run(ctx context.Context, plan Plan) (*Results, error) {
 	res := &Results{Plan: plan}
 	var fixedRates map[string]float64 // by route, from the reference
@@ -139,6 +147,18 @@ func (r *Runner) Run(ctx context.Context, plan Plan) (*Results, error) {
 			}
 		}
 		res.Configs = append(res.Configs, *cr)
+	}
+	if plan.Curve != nil {
+		curve, err := r.curve(ctx, plan)
+		if err != nil {
+			return nil, err
+		}
+		res.Curve = curve
+		if plan.Anchors != nil {
+			if res.Anchors, err = r.anchors(ctx, plan); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if plan.Spike != nil {
 		spike, err := r.spike(ctx, plan)

@@ -29,6 +29,10 @@ func KeptNotes(page string) string {
 	return strings.Trim(notes, "\n")
 }
 
+// CurveChart is the file name of the worker-count chart (WriteCurveSVG),
+// beside the page.
+const CurveChart = "benchmarks-curve.svg"
+
 // WriteMarkdown writes the whole docs/benchmarks.md page: machine, method,
 // the tables, a reference to chart (the SVG's file name) and the kept notes.
 func WriteMarkdown(w io.Writer, res *Results, chart, notes string) error {
@@ -44,6 +48,19 @@ func WriteMarkdown(w io.Writer, res *Results, chart, notes string) error {
 	WriteLatency(p, res)
 	p.printf("\n## Memory per worker\n\n")
 	WriteMemory(p, res)
+	if res.Curve != nil {
+		p.printf("\n## The pool at every worker count\n\n![2xx rate of the pool over one process's, by worker count](%s)\n\n", CurveChart)
+		writeCurveMethod(p, res)
+		WriteCurve(p, res)
+		if res.Anchors != nil {
+			p.printf("\n## Against the world\n\n")
+			p.printf("The pool at N = CPUs and one clusterapp process (from the curve above) beside programs outside the\n")
+			p.printf("suite, each run inside the same box on a port of its own while the pool is stopped, loaded by the same\n")
+			p.printf("generator on the same cells (`-c %d -d %s`, %d runs, medians). A program that is missing is named below.\n\n",
+				res.Plan.Curve.Concurrency, res.Plan.Curve.Duration, res.Plan.Curve.Repeats)
+			WriteAnchors(p, res)
+		}
+	}
 	if res.Spike != nil {
 		p.printf("\n## Spike: %s at %gx its sustainable rate\n\n", res.Plan.Spike.Route, res.Plan.Spike.Factor)
 		writeSpikeMethod(p, res)

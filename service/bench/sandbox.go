@@ -186,17 +186,23 @@ func (s *Sandbox) Load(ctx context.Context, path string, budget time.Duration, f
 // LoadOn is Load with the generator bound to the CPUs in cpus (a taskset
 // list); "" lets it run anywhere.
 func (s *Sandbox) LoadOn(ctx context.Context, cpus, path string, budget time.Duration, flags ...string) (*loadgen.Result, error) {
-	argv := append([]string{"nice", "-n", fmt.Sprint(loadNice), loadPath, "-json", "-url", target + path}, flags...)
+	return s.LoadURL(ctx, cpus, target+path, budget, flags...)
+}
+
+// LoadURL runs the generator inside the box against url (on the box's
+// loopback), bound to cpus as LoadOn.
+func (s *Sandbox) LoadURL(ctx context.Context, cpus, url string, budget time.Duration, flags ...string) (*loadgen.Result, error) {
+	argv := append([]string{"nice", "-n", fmt.Sprint(loadNice), loadPath, "-json", "-url", url}, flags...)
 	if cpus != "" {
 		argv = append([]string{"taskset", "-c", cpus}, argv...)
 	}
 	out, err := s.Exec(ctx, budget+time.Minute, argv...)
 	if err != nil {
-		return nil, fmt.Errorf("load %s: %w", path, err)
+		return nil, fmt.Errorf("load %s: %w", url, err)
 	}
 	var res loadgen.Result
 	if err := json.Unmarshal([]byte(out[max(strings.Index(out, "{"), 0):]), &res); err != nil {
-		return nil, fmt.Errorf("load %s: read result: %w\n%s", path, err, out)
+		return nil, fmt.Errorf("load %s: read result: %w\n%s", url, err, out)
 	}
 	return &res, nil
 }
