@@ -60,16 +60,14 @@ func newProtection(cfg config.Config, log *logrus.Entry) (protection, error) {
 	return p, nil
 }
 
-// govern applies the GOMAXPROCS policy now and, unless the operator fixed
-// GOMAXPROCS, adds the serving path's spare P while every P computes, until
-// ctx ends (admission.Governor).
+// govern adds the serving path's spare P while long requests hold every
+// admission slot and the serving path waits, and drops it after, until ctx
+// ends (admission.Governor); with the operator's GOMAXPROCS it does nothing.
 func (p protection) govern(ctx context.Context, lim *admission.Limiter, log *logrus.Entry) {
 	g := &admission.Governor{Procs: p.procs, Slots: lim.Slots, Changed: func(from, to int, why string) {
 		log.WithFields(logrus.Fields{"gomaxprocs": to, "was": from}).Info("GOMAXPROCS: " + why)
 	}}
-	if err := g.Run(ctx); err != nil && ctx.Err() == nil {
-		log.WithError(err).Warn("GOMAXPROCS stays at the base level")
-	}
+	_ = g.Run(ctx) // returns ctx's error once the worker stops
 }
 
 // apply sets the protection fields of o, observed by m.

@@ -206,7 +206,8 @@ type worker struct {
 	// admission is the request limiter; its slots drive GOMAXPROCS.
 	admission *admission.Limiter
 	// govern adjusts GOMAXPROCS until its context ends; it starts once the
-	// worker is ready, so the start-up's own CPU burst does not count.
+	// worker is ready, so the start-up's own work is not taken for requests
+	// holding the serving path up.
 	govern func(context.Context)
 	stable func() // clears the unclean-starts count once the worker has served crashloop.StableAfter
 }
@@ -224,9 +225,8 @@ func newWorker(cfg config.Config, instance string, log *logrus.Entry, prot prote
 	w := &worker{cfg: cfg, instance: instance, log: log, notifier: notify.New(log), crashc: make(chan struct{}, 1), bal: bal, stopBal: func() {}}
 	m := metrics.New(metrics.Options{
 		Worker: instance, Version: version, Routes: app.Routes, Dir: os.Getenv("RUNTIME_DIRECTORY"),
-		Desired: cfg.Workers, Start: time.Now(), Log: log,
+		Desired: poolSize(cfg), Start: time.Now(), Log: log,
 	})
-	m.SetDesired(poolSize(cfg))
 	w.metrics = m
 	w.scrapes = metricsServer(m, log)
 	opts := app.Options{

@@ -65,7 +65,8 @@ type Options struct {
 	Routes []string
 	// Dir is the runtime directory holding the shared table; "" counts alone.
 	Dir string
-	// Desired is the pool size the worker was configured with (CLUSTERAPP_WORKERS).
+	// Desired is the pool size the worker was configured with
+	// (CLUSTERAPP_WORKERS, 0 already replaced by the CPU count).
 	Desired int
 	// Start is when the process started.
 	Start time.Time
@@ -143,10 +144,6 @@ func (m *Metrics) claimed() {
 		m.codeEntry(b, http.StatusOK)
 	}
 }
-
-// SetDesired publishes the pool size the worker was configured with
-// (clusterapp_pool_workers_desired).
-func (m *Metrics) SetDesired(n int) { atomic.StoreUint64(m.word(wDesired), uint64(max(n, 0))) }
 
 // Shared reports whether the worker counts in the pool's table.
 func (m *Metrics) Shared() bool { return m.shared }
