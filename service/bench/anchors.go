@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -187,7 +188,7 @@ func (r *Runner) anchor(ctx context.Context, plan Plan, a Anchor) ([]*CurveCellR
 	}
 	var cells []*CurveCellResult
 	for _, cell := range cp.Cells {
-		if !contains(a.Routes, cell.Route) {
+		if !slices.Contains(a.Routes, cell.Route) {
 			cells = append(cells, nil)
 			continue
 		}
@@ -205,15 +206,6 @@ func (r *Runner) anchor(ctx context.Context, plan Plan, a Anchor) ([]*CurveCellR
 		cells = append(cells, cr)
 	}
 	return cells, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // waitServing polls url with curl inside the box until it answers 200.

@@ -281,16 +281,7 @@ func TestWriteSVG(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Well-formed XML, one bar per route and configuration, names escaped.
-	dec := xml.NewDecoder(strings.NewReader(out.String()))
-	for {
-		_, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("not well-formed: %v\n%s", err, out.String())
-		}
-	}
+	wellFormed(t, out.String())
 	if bars, want := strings.Count(out.String(), "</title></rect>"), len(res.Plan.Routes)*len(res.Configs); bars != want {
 		t.Errorf("%d bars, want %d (one per route and configuration)", bars, want)
 	}
@@ -313,5 +304,30 @@ func TestApplyFailsClearlyWhenWorkersDoNotStart(t *testing.T) {
 	err := box.waitReadyWithin(ctx, Configuration{Name: "N workers"}, 2, 300*time.Millisecond)
 	if !errors.Is(err, ErrNotReady) || !strings.Contains(err.Error(), "wants 2 workers") {
 		t.Errorf("err = %v, want ErrNotReady naming the 2 workers wanted", err)
+	}
+}
+
+// wellFormed fails t unless doc is well-formed XML.
+func wellFormed(t *testing.T, doc string) {
+	t.Helper()
+	dec := xml.NewDecoder(strings.NewReader(doc))
+	for {
+		_, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("not well-formed: %v\n%s", err, doc)
+		}
+	}
+}
+
+// containsAll reports each of wants missing from got, which is what.
+func containsAll(t *testing.T, what, got string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(got, want) {
+			t.Errorf("%s lacks %q:\n%s", what, want, got)
+		}
 	}
 }
