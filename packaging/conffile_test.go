@@ -7,7 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/clusterapp/clusterapp/systemd/sandbox"
+	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/lab/sandbox"
 )
 
 // An unattended upgrade never stops at a conffile prompt: install v1, the
@@ -36,7 +37,7 @@ func TestUpgradeNeverPromptsForTheEnvFile(t *testing.T) {
 	b.Copy(debs["2.0.1"], "/tmp/v2.deb")
 	b.Must("rm", "-f", "/usr/sbin/policy-rc.d") // the box's copy: the install starts the socket
 	b.Must("dpkg", "-i", "/tmp/v1.deb")
-	b.Must("sh", "-c", "echo CLUSTERAPP_MAX_BODY_BYTES=2048 >> /etc/clusterapp/clusterapp.env")
+	b.Must("sh", "-c", "echo CLUSTERAPP_MAX_BODY_BYTES=2048 >> "+config.EnvFile)
 	if out, err := b.Curl("/"); err != nil || !strings.HasPrefix(out, "200 ") {
 		t.Fatalf("first request: %q %v", out, err)
 	}
@@ -48,13 +49,13 @@ func TestUpgradeNeverPromptsForTheEnvFile(t *testing.T) {
 	if audit, _ := b.Run("dpkg", "--audit"); strings.TrimSpace(audit) != "" {
 		t.Errorf("dpkg --audit after the upgrade:\n%s", audit)
 	}
-	if env := b.Must("cat", "/etc/clusterapp/clusterapp.env"); !strings.Contains(env, "CLUSTERAPP_MAX_BODY_BYTES=2048") {
+	if env := b.Must("cat", config.EnvFile); !strings.Contains(env, "CLUSTERAPP_MAX_BODY_BYTES=2048") {
 		t.Errorf("the operator's edit is gone:\n%s", env)
 	}
 	if sc := b.Must("cat", "/etc/clusterapp/scale.env"); !strings.Contains(sc, "CLUSTERAPP_WORKERS=3") {
 		t.Errorf("the scaled count is gone:\n%s", sc)
 	}
-	if wants := b.Show("clusterapp.target", "Wants"); strings.Count(wants, "clusterapp-worker@") != 3 {
+	if wants := b.Show(config.TargetUnit, "Wants"); strings.Count(wants, "clusterapp-worker@") != 3 {
 		t.Errorf("after the upgrade the target wants %q, want 3 workers", wants)
 	}
 	if tmpl := b.Must("cat", "/usr/share/doc/clusterapp/clusterapp.env.example"); !strings.Contains(tmpl, "CLUSTERAPP_SOMETHING_NEW") {

@@ -18,7 +18,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/clusterapp/clusterapp/service/metrics"
+	"github.com/clusterapp/clusterapp/service/worker/metrics"
 )
 
 // exposedMetrics is the name of every metric the metrics listener serves (a histogram by its base

@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clusterapp/clusterapp/systemd/sandbox"
+	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/lab/sandbox"
 )
 
 // perNetns are the shipped sysctls that exist in every network namespace, so the box shows
@@ -52,10 +53,10 @@ func testDebLifecycle(t *testing.T, pk builds) {
 	start := time.Now()
 	t.Logf("dpkg -i:\n%s", b.Must("dpkg", "-i", "/tmp/old.deb"))
 	t.Logf("dpkg -i took %v", time.Since(start).Round(time.Millisecond))
-	if got := b.Must("systemctl", "is-enabled", "clusterapp.socket"); got != "enabled" {
+	if got := b.Must("systemctl", "is-enabled", config.SocketUnit); got != "enabled" {
 		t.Errorf("after install clusterapp.socket is %q, want enabled", got)
 	}
-	if got, _ := b.Run("systemctl", "is-active", "clusterapp.socket"); strings.TrimSpace(got) != "active" {
+	if got, _ := b.Run("systemctl", "is-active", config.SocketUnit); strings.TrimSpace(got) != "active" {
 		t.Fatalf("postinst did not start clusterapp.socket: %q", got)
 	}
 	if out, err := b.Curl("/"); err != nil || !strings.HasPrefix(out, "200 ") {
@@ -63,7 +64,7 @@ func testDebLifecycle(t *testing.T, pk builds) {
 	}
 	workers := b.WorkerUnits(runtime.NumCPU())
 	b.Eventually(10*time.Second, "every worker active", func() bool { return b.AllActive(workers...) })
-	if got, _ := b.Run("systemctl", "is-active", "clusterapp-metrics.socket"); strings.TrimSpace(got) != "active" {
+	if got, _ := b.Run("systemctl", "is-active", config.MetricsSocketUnit); strings.TrimSpace(got) != "active" {
 		t.Errorf("postinst did not start clusterapp-metrics.socket: %q", got)
 	}
 	if out, err := b.Run("curl", "-sSf", "--max-time", "5", sandbox.MetricsURL); err != nil || !strings.Contains(out, "clusterapp_pool_workers ") {
@@ -101,21 +102,21 @@ func testDebLifecycle(t *testing.T, pk builds) {
 	})
 
 	t.Run("FileLimitShipped", func(t *testing.T) {
-		dropins := b.Show("clusterapp-worker@1.service", "DropInPaths")
-		if !strings.Contains(dropins, "/usr/lib/systemd/system/clusterapp-worker@.service.d/10-limits.conf") {
+		dropins := b.Show(config.WorkerUnit(1), "DropInPaths")
+		if !strings.Contains(dropins, "/usr/lib/systemd/system/"+config.WorkerTemplate+".d/10-limits.conf") {
 			t.Errorf("the shipped limits drop-in is not loaded: %s", dropins)
 		}
-		if got := b.Show("clusterapp-worker@1.service", "LimitNOFILE"); got != "65536" {
+		if got := b.Show(config.WorkerUnit(1), "LimitNOFILE"); got != "65536" {
 			t.Errorf("configured LimitNOFILE=%s, want 65536", got)
 		}
 		want := min(65536, boxPID1Hard(b, t))
-		if soft, hard := workerLimit(b, t, "clusterapp-worker@1.service"); soft != want || hard != want {
+		if soft, hard := workerLimit(b, t, config.WorkerUnit(1)); soft != want || hard != want {
 			t.Errorf("worker open files %d/%d (soft/hard), want %d (65536, capped at the box's PID 1 hard limit)", soft, hard, want)
 		}
 	})
 
 	// An operator's edit of the conffile must survive the upgrade.
-	b.Must("sh", "-c", "echo '# edited by the operator' >> /etc/clusterapp/clusterapp.env")
+	b.Must("sh", "-c", "echo '# edited by the operator' >> "+config.EnvFile)
 	oldPIDs := map[string]int{}
 	for _, u := range workers {
 		oldPIDs[u] = b.MainPID(u)
@@ -157,27 +158,27 @@ func testDebLifecycle(t *testing.T, pk builds) {
 	if v := b.Must("clusterapp", "version"); !strings.Contains(v, newVersion) {
 		t.Errorf("clusterapp version = %q, want %s", v, newVersion)
 	}
-	if env := b.Must("cat", "/etc/clusterapp/clusterapp.env"); !strings.Contains(env, "# edited by the operator") {
+	if env := b.Must("cat", config.EnvFile); !strings.Contains(env, "# edited by the operator") {
 		t.Errorf("the upgrade replaced the operator's clusterapp.env")
 	}
 
 	t.Run("LimitPrecedence", func(t *testing.T) {
-		unit := "clusterapp-worker@1.service"
+		unit := config.WorkerUnit(1)
 		// The environment file (through the generator's 50-env.conf) beats the shipped drop-in.
-		b.Must("sh", "-c", "echo CLUSTERAPP_LIMIT_NOFILE=15000 >> /etc/clusterapp/clusterapp.env")
+		b.Must("sh", "-c", "echo CLUSTERAPP_LIMIT_NOFILE=15000 >> "+config.EnvFile)
 		b.Must("systemctl", "daemon-reload")
 		b.Must("systemctl", "restart", unit)
 		if soft, _ := workerLimit(b, t, unit); soft != min(15000, boxPID1Hard(b, t)) {
 			t.Errorf("CLUSTERAPP_LIMIT_NOFILE=15000: worker soft limit %d", soft)
 		}
 		// `systemctl edit` (override.conf in /etc) beats the environment file.
-		b.WriteFile("/etc/systemd/system/clusterapp-worker@.service.d/override.conf", "[Service]\nLimitNOFILE=12345\n")
+		b.WriteFile("/etc/systemd/system/"+config.WorkerTemplate+".d/override.conf", "[Service]\nLimitNOFILE=12345\n")
 		b.Must("systemctl", "daemon-reload")
 		b.Must("systemctl", "restart", unit)
 		if soft, hard := workerLimit(b, t, unit); soft != 12345 || hard != 12345 {
 			t.Errorf("override.conf LimitNOFILE=12345: worker limits %d/%d", soft, hard)
 		}
-		b.Must("rm", "/etc/systemd/system/clusterapp-worker@.service.d/override.conf")
+		b.Must("rm", "/etc/systemd/system/"+config.WorkerTemplate+".d/override.conf")
 		b.Must("systemctl", "daemon-reload")
 	})
 
@@ -188,10 +189,10 @@ func testDebLifecycle(t *testing.T, pk builds) {
 	if ps := b.Must("ps", "-eo", "pid,args"); strings.Contains(ps, "clusterapp serve") {
 		t.Errorf("worker processes left after dpkg -r:\n%s", ps)
 	}
-	if got, _ := b.Run("systemctl", "is-enabled", "clusterapp.socket"); strings.TrimSpace(got) == "enabled" {
+	if got, _ := b.Run("systemctl", "is-enabled", config.SocketUnit); strings.TrimSpace(got) == "enabled" {
 		t.Errorf("clusterapp.socket still enabled after dpkg -r")
 	}
-	if _, err := b.Run("test", "-f", "/etc/clusterapp/clusterapp.env"); err != nil {
+	if _, err := b.Run("test", "-f", config.EnvFile); err != nil {
 		t.Errorf("dpkg -r removed the conffile (only purge may)")
 	}
 	b.Must("dpkg", "-P", "clusterapp")
@@ -218,7 +219,7 @@ func testRPMInstall(t *testing.T, pk builds) {
 	b.Must("rm", "-f", "/usr/sbin/policy-rc.d")
 	b.WriteFile("/etc/systemd/system-preset/10-admin.preset", "disable *\n")
 	t.Logf("rpm -i:\n%s", b.Must("rpm", "-i", "--nodeps", "/tmp/old.rpm"))
-	for _, unit := range []string{"clusterapp.socket", "clusterapp-metrics.socket"} {
+	for _, unit := range []string{config.SocketUnit, config.MetricsSocketUnit} {
 		if got, _ := b.Run("systemctl", "is-active", unit); strings.TrimSpace(got) != "inactive" {
 			t.Errorf("%%post started %s: %q", unit, got)
 		}
@@ -227,7 +228,7 @@ func testRPMInstall(t *testing.T, pk builds) {
 		}
 	}
 	// The admin enables and starts it, as on any Fedora host.
-	b.Must("systemctl", "enable", "--now", "clusterapp.socket", "clusterapp-metrics.socket")
+	b.Must("systemctl", "enable", "--now", config.SocketUnit, config.MetricsSocketUnit)
 	if out, err := b.Curl("/"); err != nil || !strings.HasPrefix(out, "200 ") {
 		t.Fatalf("request after rpm -i: %q %v", out, err)
 	}
@@ -279,7 +280,7 @@ var rpmOwnedDirs = []string{
 	"/etc/clusterapp",
 	"/usr/share/doc/clusterapp/examples",
 	"/usr/share/doc/clusterapp",
-	"/usr/lib/systemd/system/clusterapp-worker@.service.d",
+	"/usr/lib/systemd/system/" + config.WorkerTemplate + ".d",
 }
 
 // checkManualAndCompletions: the installed package gives `man clusterapp` (clusterapp(8)),

@@ -1,6 +1,6 @@
 // Package packaging_test builds clusterapp's .deb and .rpm the way `make package` does and
 // checks them as an operator meets them: lintian and rpmlint, the files and scriptlets, and,
-// under a real systemd in the sandbox (systemd/sandbox), install, serve, sysctls and limits in
+// under a real systemd in the sandbox (service/lab/sandbox), install, serve, sysctls and limits in
 // effect, an upgrade under load that fails no request, remove and purge.
 package packaging_test
 
@@ -14,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clusterapp/clusterapp/systemd/sandbox"
+	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/lab/sandbox"
 )
 
 var repoRoot string
@@ -139,15 +140,15 @@ func testRPMContents(t *testing.T, rpm string) {
 	for _, f := range []string{
 		"/usr/bin/clusterapp",
 		"/usr/lib/systemd/system-generators/clusterapp-generator",
-		"/usr/lib/systemd/system/clusterapp.socket",
-		"/usr/lib/systemd/system/clusterapp-metrics.socket",
+		"/usr/lib/systemd/system/" + config.SocketUnit,
+		"/usr/lib/systemd/system/" + config.MetricsSocketUnit,
 		"/usr/lib/systemd/system/clusterapp.service",
 		"/usr/lib/systemd/catalog/clusterapp.catalog",
-		"/usr/lib/systemd/system/clusterapp-worker@.service",
-		"/usr/lib/systemd/system/clusterapp-worker@.service.d/10-limits.conf",
-		"/usr/lib/systemd/system/clusterapp.target",
+		"/usr/lib/systemd/system/" + config.WorkerTemplate,
+		"/usr/lib/systemd/system/" + config.WorkerTemplate + ".d/10-limits.conf",
+		"/usr/lib/systemd/system/" + config.TargetUnit,
 		"/usr/lib/sysctl.d/60-clusterapp.conf",
-		"/etc/clusterapp/clusterapp.env",
+		config.EnvFile,
 		"/etc/security/limits.d/clusterapp.conf",
 		"/usr/share/doc/clusterapp/copyright",
 	} {
@@ -156,7 +157,7 @@ func testRPMContents(t *testing.T, rpm string) {
 		}
 	}
 	configs := run(t, "rpm", "-qp", "--configfiles", rpm)
-	if !containsLine(configs, "/etc/clusterapp/clusterapp.env") {
+	if !containsLine(configs, config.EnvFile) {
 		t.Errorf("clusterapp.env is not a config file:\n%s", configs)
 	}
 	scripts := run(t, "rpm", "-qp", "--scripts", rpm)

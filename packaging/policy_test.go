@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clusterapp/clusterapp/systemd/sandbox"
+	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/lab/sandbox"
 )
 
 // The .deb follows Debian's conventions and never fails the transaction:
@@ -56,30 +57,30 @@ func TestDebPolicyAndFailures(t *testing.T) {
 	b.WriteFile("/usr/sbin/policy-rc.d", "#!/bin/sh\nexit 101\n")
 	b.Must("chmod", "755", "/usr/sbin/policy-rc.d")
 	dpkg("install under policy-rc.d 101", "-i", "/tmp/v1.deb")
-	if s := state("ActiveState", "clusterapp.socket"); s != "inactive" {
+	if s := state("ActiveState", config.SocketUnit); s != "inactive" {
 		t.Errorf("install under policy-rc.d 101 started clusterapp.socket (%s)", s)
 	}
-	if e := enabled("clusterapp.socket"); e != "enabled" {
+	if e := enabled(config.SocketUnit); e != "enabled" {
 		t.Errorf("after install clusterapp.socket is %q, want enabled", e)
 	}
 
 	// ... and on upgrade: the running workers are not restarted.
-	b.Must("systemctl", "start", "clusterapp.socket", "clusterapp-metrics.socket")
+	b.Must("systemctl", "start", config.SocketUnit, config.MetricsSocketUnit)
 	if out, err := b.Curl("/"); err != nil || !strings.HasPrefix(out, "200 ") {
 		t.Fatalf("first request: %q %v", out, err)
 	}
-	pid := b.MainPID("clusterapp-worker@1.service")
+	pid := b.MainPID(config.WorkerUnit(1))
 	dpkg("upgrade under policy-rc.d 101", "-i", "/tmp/v2.deb")
-	if got := b.MainPID("clusterapp-worker@1.service"); got != pid {
+	if got := b.MainPID(config.WorkerUnit(1)); got != pid {
 		t.Errorf("upgrade under policy-rc.d 101 restarted worker 1 (pid %d -> %d)", pid, got)
 	}
 
 	// Remove and reinstall keep the operator's choice, disabled or enabled.
 	for _, choice := range []string{"disable", "enable"} {
-		b.Must("systemctl", choice, "clusterapp.socket")
+		b.Must("systemctl", choice, config.SocketUnit)
 		dpkg("remove", "-r", "clusterapp")
 		dpkg("reinstall", "-i", "/tmp/v2.deb")
-		if e, want := enabled("clusterapp.socket"), choice+"d"; e != want {
+		if e, want := enabled(config.SocketUnit), choice+"d"; e != want {
 			t.Errorf("after %s, remove and reinstall, clusterapp.socket is %q, want %q", choice, e, want)
 		}
 	}
@@ -100,7 +101,7 @@ func TestDebPolicyAndFailures(t *testing.T) {
 		t.Errorf("install with the port taken does not warn about clusterapp.socket:\n%s", out)
 	}
 	b.Must("systemctl", "stop", "squatter")
-	b.Must("systemctl", "start", "clusterapp.socket")
+	b.Must("systemctl", "start", config.SocketUnit)
 	if out, err := b.Curl("/"); err != nil || !strings.HasPrefix(out, "200 ") {
 		t.Fatalf("request once the port is free: %q %v", out, err)
 	}
@@ -108,16 +109,16 @@ func TestDebPolicyAndFailures(t *testing.T) {
 	// A worker that cannot come back during the upgrade: warned about by name, dpkg exits 0.
 	workers := b.WorkerUnits(2)
 	b.Eventually(10*time.Second, "both workers", func() bool { return b.AllActive(workers...) })
-	b.WriteFile("/etc/systemd/system/clusterapp-worker@2.service.d/broken.conf", "[Service]\nExecStartPre=/bin/false\n")
+	b.WriteFile("/etc/systemd/system/"+config.WorkerUnit(2)+".d/broken.conf", "[Service]\nExecStartPre=/bin/false\n")
 	b.Must("systemctl", "daemon-reload")
 	out = dpkg("upgrade with a worker that cannot start", "-i", "/tmp/v2.deb")
-	if !strings.Contains(out, "clusterapp-worker@2.service") || !strings.Contains(out, "warning: the rolling restart stopped") {
+	if !strings.Contains(out, config.WorkerUnit(2)) || !strings.Contains(out, "warning: the rolling restart stopped") {
 		t.Errorf("the upgrade does not name the worker that did not come back:\n%s", out)
 	}
 	if v := b.Must("dpkg-query", "-W", "-f=${Status} ${Version}", "clusterapp"); v != "install ok installed 3.0.1-1" {
 		t.Errorf("after the upgrade: %q", v)
 	}
-	if n, _ := strconv.Atoi(b.Show("clusterapp-worker@1.service", "MainPID")); n == 0 {
+	if n, _ := strconv.Atoi(b.Show(config.WorkerUnit(1), "MainPID")); n == 0 {
 		t.Errorf("worker 1 is not running after the upgrade")
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/clusterapp/clusterapp/service/config"
 )
 
 // sysctlFile returns the key = value settings of sysctl/60-clusterapp.conf, in file order.
@@ -66,16 +68,16 @@ func TestSysctlFile(t *testing.T) {
 		t.Errorf("a key is set twice: %v", keys)
 	}
 	atoi := func(k string) int { n, _ := strconv.Atoi(v[k]); return n }
-	if backlog := unitSetting(t, "systemd/clusterapp.socket", "Backlog"); atoi("net.core.somaxconn") < backlog {
+	if backlog := unitSetting(t, "systemd/"+config.SocketUnit, "Backlog"); atoi("net.core.somaxconn") < backlog {
 		t.Errorf("net.core.somaxconn %s is below the socket's Backlog=%d: the kernel would clamp it", v["net.core.somaxconn"], backlog)
 	}
-	limit := unitSetting(t, "packaging/files/clusterapp-worker@.service.d/10-limits.conf", "LimitNOFILE")
+	limit := unitSetting(t, "packaging/files/"+config.WorkerTemplate+".d/10-limits.conf", "LimitNOFILE")
 	if atoi("fs.nr_open") < limit {
 		t.Errorf("fs.nr_open %s is below the workers' LimitNOFILE=%d", v["fs.nr_open"], limit)
 	}
 	// The shipped sockets' ports are reserved from the source-port range.
 	reserved := "," + v["net.ipv4.ip_local_reserved_ports"] + ","
-	for _, unit := range []string{"systemd/clusterapp.socket", "systemd/clusterapp-metrics.socket"} {
+	for _, unit := range []string{"systemd/" + config.SocketUnit, "systemd/" + config.MetricsSocketUnit} {
 		data, err := os.ReadFile(filepath.Join(repoRoot, unit))
 		if err != nil {
 			t.Fatal(err)

@@ -5,12 +5,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clusterapp/clusterapp/systemd/sandbox"
+	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/lab/sandbox"
 )
 
 // With balancing on, every worker takes a share of keep-alive clients: none
-// sits idle while the others are saturated (without it, one of four workers
-// got no connection at all in 3 of 10 measured runs). The accept gate decides
+// sits idle while the others are saturated (without it a worker can get no
+// connection at all: docs/benchmarks.md, notes, "Share, and why balancing
+// matters"). The accept gate decides
 // the first split; a worker starved of CPU for longer than the heartbeat's
 // staleness bound (500ms) during the opening burst counts as frozen and the
 // others take its share (seen once, with other sandboxes loading the same 2
@@ -57,7 +59,7 @@ func TestNewConnectionsGoToAFreeWorker(t *testing.T) {
 func TestBalanceFrozenWorkerBlackHolesNothing(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=2\nCLUSTERAPP_WATCHDOG_SEC=30s\n"})
 	b.Start(2)
-	pid := b.MainPID("clusterapp-worker@2.service")
+	pid := b.MainPID(config.WorkerUnit(2))
 	b.Must("kill", "-STOP", strconv.Itoa(pid))
 	defer b.Run("kill", "-CONT", strconv.Itoa(pid))
 	time.Sleep(time.Second) // worker 2's heartbeat goes stale
@@ -82,10 +84,10 @@ func TestKeepAliveTimeHandsClientsBackToARestartedWorker(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=2\nCLUSTERAPP_KEEPALIVE_REQUESTS=0\nCLUSTERAPP_KEEPALIVE_TIME=" + tc.keepAliveTime + "\n"})
 			b.Start(2)
-			b.Must("systemctl", "stop", "clusterapp-worker@2.service")
+			b.Must("systemctl", "stop", config.WorkerUnit(2))
 			wait := b.LoadAsync("/fib?n=20", "-c", "16", "-d", "5s")
 			time.Sleep(time.Second) // every client is on worker 1 now
-			b.Must("systemctl", "start", "clusterapp-worker@2.service")
+			b.Must("systemctl", "start", config.WorkerUnit(2))
 			res := wait()
 			if res.Errors() != 0 || res.OK == 0 {
 				t.Fatalf("%d ok, errors: %v", res.OK, res.ErrorSamples)

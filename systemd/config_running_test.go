@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/clusterapp/clusterapp/systemd/sandbox"
+	"github.com/clusterapp/clusterapp/service/lab/sandbox"
 )
 
 // `clusterapp config` shows what the files give (the env file, then the
@@ -15,7 +15,7 @@ func TestConfigShowsFilesAndRunningWorkers(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=2\n"})
 	b.Start(2)
 	b.Must("clusterapp", "scale", "3")
-	b.WriteFile("/etc/clusterapp/clusterapp.env", "CLUSTERAPP_WORKERS=2\nCLUSTERAPP_FIB_MAX_N=35\n")
+	b.WriteEnv("CLUSTERAPP_WORKERS=2\nCLUSTERAPP_FIB_MAX_N=35\n")
 
 	out := b.Must("env", "CLUSTERAPP_FIB_MAX_N=12", "clusterapp", "config")
 	if !regexp.MustCompile(`(?m)^CLUSTERAPP_WORKERS\s+0\s+3\s`).MatchString(out) {

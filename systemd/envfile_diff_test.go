@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/clusterapp/clusterapp/service/envfile"
-	"github.com/clusterapp/clusterapp/systemd/sandbox"
+	"github.com/clusterapp/clusterapp/service/config/envfile"
+	"github.com/clusterapp/clusterapp/service/lab/sandbox"
 )
 
 // envCorpus is the differential test's corpus: environment files that are
@@ -82,7 +82,7 @@ func manyVars(n int) string {
 	return b.String()
 }
 
-// The parser every clusterapp command uses (service/envfile) against the
+// The parser every clusterapp command uses (service/config/envfile) against the
 // real systemd: each corpus file is the EnvironmentFile= of a unit that
 // prints its environment. Both must agree on every variable, and on which
 // files systemd refuses as a whole.

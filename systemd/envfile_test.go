@@ -1,10 +1,12 @@
 package systemd_test
 
 import (
-	"github.com/clusterapp/clusterapp/systemd/sandbox"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/lab/sandbox"
 )
 
 // Scenario 6: a bad value in the environment file. The workers refuse to
@@ -14,18 +16,18 @@ import (
 func TestBadEnvFileThenFix(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=2\n"})
 	b.Start(2)
-	b.WriteFile("/etc/clusterapp/clusterapp.env", "CLUSTERAPP_WORKERS=2\nCLUSTERAPP_SHUTDOWN_TIMEOUT=abc\n")
+	b.WriteEnv("CLUSTERAPP_WORKERS=2\nCLUSTERAPP_SHUTDOWN_TIMEOUT=abc\n")
 	b.Must("systemctl", "daemon-reload")
 	// --no-block: the restart job would wait for workers that can never start.
-	b.Must("systemctl", "restart", "--no-block", "clusterapp.target")
+	b.Must("systemctl", "restart", "--no-block", config.TargetUnit)
 	b.Eventually(10*time.Second, "refusal in the journal", func() bool {
-		j := b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-u", "clusterapp-worker@1.service")
+		j := b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-u", config.WorkerUnit(1))
 		return strings.Contains(j, `invalid configuration: CLUSTERAPP_SHUTDOWN_TIMEOUT="abc" is invalid: expected a duration such as 500ms, 30s or 1m30s`)
 	})
-	if b.AllActive("clusterapp-worker@1.service") {
+	if b.AllActive(config.WorkerUnit(1)) {
 		t.Fatal("a worker is active with an invalid environment file")
 	}
-	if state := b.Show("clusterapp.socket", "ActiveState"); state != "active" {
+	if state := b.Show(config.SocketUnit, "ActiveState"); state != "active" {
 		t.Fatalf("socket %s with a bad environment file", state)
 	}
 	// A client connects now: the kernel queues it, nobody refuses it.
@@ -38,9 +40,9 @@ func TestBadEnvFileThenFix(t *testing.T) {
 		waiting <- out
 	}()
 	time.Sleep(time.Second)
-	b.WriteFile("/etc/clusterapp/clusterapp.env", "CLUSTERAPP_WORKERS=2\nCLUSTERAPP_SHUTDOWN_TIMEOUT=5s\n")
+	b.WriteEnv("CLUSTERAPP_WORKERS=2\nCLUSTERAPP_SHUTDOWN_TIMEOUT=5s\n")
 	b.Must("systemctl", "daemon-reload")
-	b.Must("systemctl", "restart", "clusterapp.target")
+	b.Must("systemctl", "restart", config.TargetUnit)
 	select {
 	case out := <-waiting:
 		if !strings.HasPrefix(out, "200 ") {

@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clusterapp/clusterapp/service/crashloop"
-	"github.com/clusterapp/clusterapp/service/logging"
-	"github.com/clusterapp/clusterapp/systemd/sandbox"
+	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/lab/sandbox"
+	"github.com/clusterapp/clusterapp/service/worker/crashloop"
+	"github.com/clusterapp/clusterapp/service/worker/logging"
 )
 
 // Scenario 2: kill -9 a worker under a bounded loopback load. A new one
@@ -21,7 +22,7 @@ func TestKill9UnderLoad(t *testing.T) {
 	const clients = 16
 	wait := b.LoadAsync("/fib?n=20", "-c", strconv.Itoa(clients), "-d", "4s")
 	time.Sleep(time.Second)
-	unit := "clusterapp-worker@1.service"
+	unit := config.WorkerUnit(1)
 	old := b.MainPID(unit)
 	b.Must("kill", "-9", strconv.Itoa(old))
 	took := b.Eventually(10*time.Second, "a new worker 1 active", func() bool {
@@ -49,7 +50,7 @@ func TestKill9UnderLoad(t *testing.T) {
 func TestWatchdogRestartsFrozenWorker(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=1\nCLUSTERAPP_WATCHDOG_SEC=2s\n"})
 	b.Start(1)
-	unit := "clusterapp-worker@1.service"
+	unit := config.WorkerUnit(1)
 	old := b.MainPID(unit)
 	b.Must("kill", "-STOP", strconv.Itoa(old))
 	b.Eventually(15*time.Second, "frozen worker replaced", func() bool {
@@ -67,7 +68,7 @@ func TestWatchdogRestartsFrozenWorker(t *testing.T) {
 func TestWatchdogRestartsWedgedWorker(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=1\nCLUSTERAPP_WATCHDOG_SEC=2s\nCLUSTERAPP_DEBUG_ENDPOINTS=true\n"})
 	b.Start(1)
-	unit := "clusterapp-worker@1.service"
+	unit := config.WorkerUnit(1)
 	old := b.MainPID(unit)
 	go b.Run("curl", "-s", "--max-time", "20", "http://127.0.0.1:8080/debug/hang")
 	b.Eventually(15*time.Second, "wedged worker replaced", func() bool {
@@ -106,32 +107,32 @@ func assertWatchdogKill(t *testing.T, b *sandbox.Box, unit string, pid int) {
 func TestCrashLoopingWorkerDoesNotHurtThePool(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=2\n"})
 	// Worker 2 alone gets an invalid setting: it exits 78 at every start.
-	b.WriteFile("/etc/systemd/system/clusterapp-worker@2.service.d/crash.conf", "[Service]\nEnvironment=CLUSTERAPP_FIB_MAX_N=bogus\n")
+	b.WriteFile("/etc/systemd/system/"+config.WorkerUnit(2)+".d/crash.conf", "[Service]\nEnvironment=CLUSTERAPP_FIB_MAX_N=bogus\n")
 	b.Must("systemctl", "daemon-reload")
-	b.Must("systemctl", "start", "clusterapp.socket")
+	b.Must("systemctl", "start", config.SocketUnit)
 	if out, err := b.Curl("/"); err != nil || !strings.HasPrefix(out, "200 1") {
 		t.Fatalf("first request: %q %v", out, err)
 	}
 	b.Eventually(20*time.Second, "worker 2 restarted 5 times", func() bool {
-		n, _ := strconv.Atoi(b.Show("clusterapp-worker@2.service", "NRestarts"))
+		n, _ := strconv.Atoi(b.Show(config.WorkerUnit(2), "NRestarts"))
 		return n >= 5
 	})
 	res := b.Load("/", "-c", "8", "-d", "3s", "-keepalive=false")
 	if res.Errors() != 0 || res.ByHeader["1"] != res.OK || res.OK == 0 {
 		t.Fatalf("load with a crash-looping worker: %d ok, by worker %v, errors %v", res.OK, res.ByHeader, res.ErrorSamples)
 	}
-	if state := b.Show("clusterapp.socket", "ActiveState"); state != "active" {
+	if state := b.Show(config.SocketUnit, "ActiveState"); state != "active" {
 		t.Fatalf("socket %s while a worker crash-loops", state)
 	}
-	if n, _ := strconv.Atoi(b.Show("clusterapp-worker@2.service", "NRestarts")); n < 5 {
+	if n, _ := strconv.Atoi(b.Show(config.WorkerUnit(2), "NRestarts")); n < 5 {
 		t.Fatalf("worker 2 NRestarts %d", n)
 	}
 	// Its restarts slow down (package crashloop), and systemctl status says
 	// why while it waits (not in the moment between an exit and a restart).
 	b.Eventually(10*time.Second, "worker 2's status says why it waits", func() bool {
-		return strings.Contains(b.Show("clusterapp-worker@2.service", "StatusText"), "bad configuration, failure")
+		return strings.Contains(b.Show(config.WorkerUnit(2), "StatusText"), "bad configuration, failure")
 	})
-	journal := b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-u", "clusterapp-worker@2.service")
+	journal := b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-u", config.WorkerUnit(2))
 	if !strings.Contains(journal, `CLUSTERAPP_FIB_MAX_N="bogus" is invalid: expected a whole number`) {
 		t.Fatalf("journal of the crash-looping worker lacks the reason:\n%s", journal)
 	}
@@ -144,7 +145,7 @@ func TestCrashLoopingWorkerDoesNotHurtThePool(t *testing.T) {
 func TestRestartsArePacedOnlyInALoop(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=1\n"})
 	b.Start(1)
-	unit := "clusterapp-worker@1.service"
+	unit := config.WorkerUnit(1)
 	backOffs := func() []journalEntry {
 		return journalEntries(b, "-u", unit, "MESSAGE_ID="+logging.MsgRestartBackOff)
 	}

@@ -11,7 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clusterapp/clusterapp/systemd/sandbox"
+	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/lab/sandbox"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,7 +27,7 @@ func TestWorkerAtItsOpenFileLimitKeepsServingAndPinging(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{Env: fmt.Sprintf(
 		"CLUSTERAPP_WORKERS=1\nCLUSTERAPP_LIMIT_NOFILE=1024\nCLUSTERAPP_WATCHDOG_SEC=%s\n", watchdogSec)})
 	b.Start(1)
-	unit := "clusterapp-worker@1.service"
+	unit := config.WorkerUnit(1)
 	pid := b.MainPID(unit)
 	// The effective limit, not the configured one: the box may cap it.
 	nofile := limit(t, b.Must("cat", fmt.Sprintf("/proc/%d/limits", pid)), false)
@@ -190,7 +191,7 @@ func TestWorkerKeepsPingingAcrossDaemonReexec(t *testing.T) {
 	const watchdogSec = 2 * time.Second
 	b := sandbox.New(t, sandbox.Options{Env: fmt.Sprintf("CLUSTERAPP_WORKERS=1\nCLUSTERAPP_WATCHDOG_SEC=%s\n", watchdogSec)})
 	b.Start(1)
-	unit := "clusterapp-worker@1.service"
+	unit := config.WorkerUnit(1)
 	pid := b.MainPID(unit)
 	b.Must("systemctl", "daemon-reexec")
 	before := b.Show(unit, "WatchdogTimestampMonotonic")

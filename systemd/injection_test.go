@@ -5,7 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clusterapp/clusterapp/systemd/sandbox"
+	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/lab/sandbox"
 )
 
 // The reproduction of issue 11, point 2: a line systemd skips (`export`)
@@ -14,13 +15,13 @@ import (
 // generator skips that line as systemd does, with a note in the journal.
 func TestEnvFileLineSystemdSkipsIsSkipped(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_LISTEN=127.0.0.1:29000\nCLUSTERAPP_WORKERS=1\nexport GODEBUG=madvdontneed=1\n"})
-	if listen := b.Show("clusterapp.socket", "Listen"); listen != "127.0.0.1:29000 (Stream)" {
+	if listen := b.Show(config.SocketUnit, "Listen"); listen != "127.0.0.1:29000 (Stream)" {
 		t.Fatalf("clusterapp.socket listens on %q, want only 127.0.0.1:29000", listen)
 	}
-	if wants := b.Show("clusterapp.target", "Wants"); strings.Count(wants, "clusterapp-worker@") != 1 {
+	if wants := b.Show(config.TargetUnit, "Wants"); strings.Count(wants, "clusterapp-worker@") != 1 {
 		t.Fatalf("clusterapp.target wants %q, want one worker", wants)
 	}
-	b.Must("systemctl", "start", "clusterapp.socket")
+	b.Must("systemctl", "start", config.SocketUnit)
 	out := b.Must("curl", "-sS", "--max-time", "30", "-o", "/dev/null", "-w", "%{http_code} %header{x-worker}", "http://127.0.0.1:29000/")
 	if out != "200 1" {
 		t.Fatalf("request to 127.0.0.1:29000: %q", out)
@@ -38,7 +39,7 @@ func TestEnvFileLineSystemdSkipsIsSkipped(t *testing.T) {
 // journal says why.
 func TestListenInjectionFailsClosed(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_LISTEN=\"29001\rExecStartPre=/bin/sh -c 'id > /tmp/x'\rListenStream=127.0.0.1:29000\"\n"})
-	_, startErr := b.Run("systemctl", "start", "clusterapp.socket")
+	_, startErr := b.Run("systemctl", "start", config.SocketUnit)
 	time.Sleep(500 * time.Millisecond) // anything injected would have run by now
 	if _, err := b.Run("test", "-e", "/tmp/x"); err == nil {
 		t.Fatal("/tmp/x exists: the injected command ran")
@@ -46,11 +47,11 @@ func TestListenInjectionFailsClosed(t *testing.T) {
 	if startErr == nil {
 		t.Fatal("clusterapp.socket started although its listen address is invalid")
 	}
-	unit := b.Must("systemctl", "cat", "clusterapp.socket")
+	unit := b.Must("systemctl", "cat", config.SocketUnit)
 	if strings.Contains(unit, "ExecStartPre") || strings.Contains(unit, "29000") || strings.Contains(unit, "29001") {
 		t.Fatalf("the operator's value reached the unit:\n%s", unit)
 	}
-	if listen := b.Show("clusterapp.socket", "Listen"); listen != "" {
+	if listen := b.Show(config.SocketUnit, "Listen"); listen != "" {
 		t.Fatalf("clusterapp.socket listens on %q; it must listen nowhere", listen)
 	}
 	ss := b.Must("ss", "-Htln")
@@ -64,10 +65,10 @@ func TestListenInjectionFailsClosed(t *testing.T) {
 		t.Fatalf("the journal does not say why the socket is down:\n%s", why)
 	}
 	// Fixing the file heals it.
-	b.WriteFile("/etc/clusterapp/clusterapp.env", "CLUSTERAPP_LISTEN=127.0.0.1:29000\n")
+	b.WriteEnv("CLUSTERAPP_LISTEN=127.0.0.1:29000\n")
 	b.Must("systemctl", "daemon-reload")
-	b.Must("systemctl", "start", "clusterapp.socket")
-	if listen := b.Show("clusterapp.socket", "Listen"); listen != "127.0.0.1:29000 (Stream)" {
+	b.Must("systemctl", "start", config.SocketUnit)
+	if listen := b.Show(config.SocketUnit, "Listen"); listen != "127.0.0.1:29000 (Stream)" {
 		t.Fatalf("after the fix clusterapp.socket listens on %q", listen)
 	}
 }
@@ -84,7 +85,7 @@ func TestEnvFileCannotRenameWorkers(t *testing.T) {
 	if res.Errors() != 0 || len(res.ByHeader) != 2 || res.ByHeader["1"] == 0 || res.ByHeader["2"] == 0 {
 		t.Fatalf("requests by X-Worker %v (errors %d), want workers 1 and 2 only", res.ByHeader, res.Errors())
 	}
-	j := b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-u", "clusterapp-worker@1.service")
+	j := b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-u", config.WorkerUnit(1))
 	if !strings.Contains(j, "CLUSTERAPP_INSTANCE is not read") || strings.Contains(j, "balancing off") {
 		t.Fatalf("worker 1's journal:\n%s", j)
 	}

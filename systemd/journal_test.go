@@ -2,26 +2,26 @@ package systemd_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/clusterapp/clusterapp/service/logging"
-	"github.com/clusterapp/clusterapp/systemd/sandbox"
+	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/lab/sandbox"
+	"github.com/clusterapp/clusterapp/service/worker/logging"
 )
 
 // The workers log natively to the journal under their hardened units: an
 // operator selects a worker with WORKER= and an event with MESSAGE_ID=
-// (service/logging), `journalctl -p` still filters by priority, and
+// (service/worker/logging), `journalctl -p` still filters by priority, and
 // `journalctl -u` reads the lines as before, each from the unit that wrote
 // it, even a worker's last line before it exits.
 func TestJournalFields(t *testing.T) {
 	const env = "CLUSTERAPP_WORKERS=2\nCLUSTERAPP_WATCHDOG_SEC=2s\nCLUSTERAPP_DEBUG_ENDPOINTS=true\nCLUSTERAPP_NO_SUCH_SETTING=1\n"
 	b := sandbox.New(t, sandbox.Options{Env: env})
 	b.Start(2)
-	unit := "clusterapp-worker@2.service"
+	unit := config.WorkerUnit(2)
 	oldPID := b.MainPID(unit)
 	b.Must("systemctl", "restart", unit)
 	newPID := b.MainPID(unit)
@@ -83,7 +83,7 @@ func TestJournalFields(t *testing.T) {
 
 	// An invalid configuration: the generator says so on daemon-reload,
 	// worker 2 refuses it and backs off, each line selectable by its id.
-	b.WriteFile("/etc/clusterapp/clusterapp.env", env+"CLUSTERAPP_FIB_MAX_N=bogus\n")
+	b.WriteEnv(env + "CLUSTERAPP_FIB_MAX_N=bogus\n")
 	b.Must("systemctl", "daemon-reload")
 	b.Must("systemctl", "restart", "--no-block", unit)
 	var refused, backOff []journalEntry
@@ -113,7 +113,8 @@ func TestJournalFields(t *testing.T) {
 		return len(probe) > 0
 	})
 	probe[0].want(t, "PRIORITY", "3")
-	probe[0].want(t, "_SYSTEMD_UNIT", fmt.Sprintf("clusterapp-worker@%s.service", probe[0]["WORKER"]))
+	worker, _ := strconv.Atoi(probe[0]["WORKER"]) // a bad number names no unit, and want fails
+	probe[0].want(t, "_SYSTEMD_UNIT", config.WorkerUnit(worker))
 }
 
 // journalEntry is one entry of `journalctl -o json`, its text fields only.

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/clusterapp/clusterapp/service/config"
-	"github.com/clusterapp/clusterapp/systemd/sandbox"
+	"github.com/clusterapp/clusterapp/service/lab/sandbox"
 )
 
 // listenCorpus holds CLUSTERAPP_LISTEN values, each on a port of its own.

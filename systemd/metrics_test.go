@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clusterapp/clusterapp/systemd/sandbox"
+	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/lab/sandbox"
 )
 
 // series returns the value of every sample of name in a scrape by its
@@ -53,7 +54,7 @@ func TestMetricsListenerShowsThePool(t *testing.T) {
 
 	// A restart continues worker 2's counters.
 	before := served["2"]
-	b.Must("systemctl", "restart", "clusterapp-worker@2.service")
+	b.Must("systemctl", "restart", config.WorkerUnit(2))
 	b.Eventually(10*time.Second, "worker 2 back in the scrape", func() bool {
 		s, _ := b.Run("curl", "-sSf", sandbox.MetricsURL)
 		return byWorker(s, "clusterapp_worker_ready", "")["2"] == 1
@@ -70,21 +71,21 @@ func TestMetricsListenerShowsThePool(t *testing.T) {
 	}
 
 	// A frozen worker: the watchdog kills it, and ExecStopPost= counts why.
-	b.Must("systemctl", "kill", "--signal=SIGSTOP", "clusterapp-worker@1.service")
+	b.Must("systemctl", "kill", "--signal=SIGSTOP", config.WorkerUnit(1))
 	b.Eventually(30*time.Second, "worker 1's watchdog kill counted", func() bool {
 		s, _ := b.Run("curl", "-sSf", "--max-time", "2", sandbox.MetricsURL)
 		return byWorker(s, "clusterapp_worker_exits_total", `result="watchdog",`)["1"] == 1
 	})
 
 	// The listener moves with CLUSTERAPP_METRICS_LISTEN, and answers only there.
-	b.WriteFile("/etc/clusterapp/clusterapp.env", "CLUSTERAPP_WORKERS=2\nCLUSTERAPP_METRICS_LISTEN=127.0.0.3:9300\n")
+	b.WriteEnv("CLUSTERAPP_WORKERS=2\nCLUSTERAPP_METRICS_LISTEN=127.0.0.3:9300\n")
 	b.Must("systemctl", "daemon-reload")
 	// The documented steps: every worker holds the old descriptor, and
 	// systemd refuses to start a socket while the service it activates
 	// (worker 1) runs. Clients wait in clusterapp.socket's backlog meanwhile.
-	b.Must("systemctl", "stop", "clusterapp-worker@*.service")
-	b.Must("systemctl", "restart", "clusterapp-metrics.socket")
-	b.Must("systemctl", "start", "clusterapp.target")
+	b.Must("systemctl", "stop", config.WorkerPattern)
+	b.Must("systemctl", "restart", config.MetricsSocketUnit)
+	b.Must("systemctl", "start", config.TargetUnit)
 	b.Eventually(10*time.Second, "scrape on the new address", func() bool {
 		s, err := b.Run("curl", "-sSf", "--max-time", "2", "http://127.0.0.3:9300/metrics")
 		return err == nil && strings.Contains(s, "clusterapp_pool_workers 2\n")

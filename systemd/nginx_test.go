@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clusterapp/clusterapp/systemd/sandbox"
+	"github.com/clusterapp/clusterapp/service/lab/sandbox"
 )
 
 // Where the test runs each piece, all on the box's own loopback.

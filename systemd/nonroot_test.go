@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/clusterapp/clusterapp/systemd/sandbox"
+	"github.com/clusterapp/clusterapp/service/lab/sandbox"
 )
 
 // `status` and `logs` work for an operator in the adm group without root:

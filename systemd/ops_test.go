@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clusterapp/clusterapp/systemd/sandbox"
+	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/lab/sandbox"
 )
 
 // `clusterapp status`, `logs` and `doctor` under real systemd: what they
@@ -20,10 +21,10 @@ func TestOpsStatusLogsDoctor(t *testing.T) {
 
 	out := b.Must("clusterapp", "status")
 	for _, unit := range b.WorkerUnits(2) {
-		n := strings.TrimSuffix(strings.TrimPrefix(unit, "clusterapp-worker@"), ".service")
-		line := fmt.Sprintf(`(?m)^%s\s+active/running\s+%d\s+\S+\s+%s\s`, n, b.MainPID(unit), b.Show(unit, "NRestarts"))
+		n, _ := config.WorkerNumber(unit) // WorkerUnits names only workers
+		line := fmt.Sprintf(`(?m)^%d\s+active/running\s+%d\s+\S+\s+%s\s`, n, b.MainPID(unit), b.Show(unit, "NRestarts"))
 		if !regexp.MustCompile(line).MatchString(out) {
-			t.Errorf("status lacks worker %s with its PID and restarts (%s):\n%s", n, line, out)
+			t.Errorf("status lacks worker %d with its PID and restarts (%s):\n%s", n, line, out)
 		}
 	}
 	if !strings.Contains(out, "clusterapp.socket: active/") || !strings.Contains(out, "listening on 127.0.0.1:8080") {
@@ -103,7 +104,7 @@ func TestOpsStatusLogsDoctor(t *testing.T) {
 		}
 	}
 	b.Must("sysctl", "-w", "net.core.somaxconn=4096")
-	b.Must("systemctl", "stop", "clusterapp-worker@2.service")
+	b.Must("systemctl", "stop", config.WorkerUnit(2))
 	out, err = b.Run("clusterapp", "doctor")
 	if err == nil || !strings.Contains(out, "not running: clusterapp-worker@2.service") || !strings.Contains(out, "fix: systemctl start clusterapp.target") {
 		t.Errorf("doctor with a worker stopped: %v\n%s", err, out)
@@ -147,9 +148,9 @@ func TestOpsReloadUnderKeepAliveLoad(t *testing.T) {
 func TestOpsReloadStopsAtFirstFailure(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=2\n"})
 	b.Start(2)
-	pid2 := b.MainPID("clusterapp-worker@2.service")
+	pid2 := b.MainPID(config.WorkerUnit(2))
 	// Workers read the env file at start: the next one exits 78 (EX_CONFIG).
-	b.WriteFile("/etc/clusterapp/clusterapp.env", "CLUSTERAPP_WORKERS=2\nCLUSTERAPP_SHUTDOWN_TIMEOUT=abc\n")
+	b.WriteEnv("CLUSTERAPP_WORKERS=2\nCLUSTERAPP_SHUTDOWN_TIMEOUT=abc\n")
 	out, err := b.Run("clusterapp", "reload")
 	if err == nil {
 		t.Fatalf("reload with a broken env file succeeded:\n%s", out)
@@ -159,7 +160,7 @@ func TestOpsReloadStopsAtFirstFailure(t *testing.T) {
 			t.Errorf("reload output lacks %q:\n%s", want, out)
 		}
 	}
-	if pid := b.MainPID("clusterapp-worker@2.service"); pid != pid2 {
+	if pid := b.MainPID(config.WorkerUnit(2)); pid != pid2 {
 		t.Errorf("worker 2 restarted after worker 1 failed: pid %d -> %d", pid2, pid)
 	}
 	t.Logf("reload stopped:\n%s", out)
@@ -170,7 +171,7 @@ func TestOpsReloadStopsAtFirstFailure(t *testing.T) {
 func TestOpsScale(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{Env: "# operator's note\nCLUSTERAPP_WORKERS=2\nCLUSTERAPP_BACKLOG=2048\n"})
 	b.Start(2)
-	pid1 := b.MainPID("clusterapp-worker@1.service")
+	pid1 := b.MainPID(config.WorkerUnit(1))
 
 	b.Must("clusterapp", "scale", "3")
 	if got := b.ActiveWorkers(); len(got) != 3 {
@@ -178,30 +179,30 @@ func TestOpsScale(t *testing.T) {
 	}
 	// The operator's file (a conffile) is never rewritten: the count goes
 	// to the scale file, read after it.
-	if env := b.Must("cat", "/etc/clusterapp/clusterapp.env"); env != "# operator's note\nCLUSTERAPP_WORKERS=2\nCLUSTERAPP_BACKLOG=2048" {
+	if env := b.Must("cat", config.EnvFile); env != "# operator's note\nCLUSTERAPP_WORKERS=2\nCLUSTERAPP_BACKLOG=2048" {
 		t.Errorf("env file after scale 3:\n%s", env)
 	}
 	if sc := b.Must("cat", "/etc/clusterapp/scale.env"); !strings.HasPrefix(sc, "# Written by `clusterapp scale N`") || !strings.HasSuffix(sc, "\nCLUSTERAPP_WORKERS=3") {
 		t.Errorf("scale file after scale 3:\n%s", sc)
 	}
-	if pid := b.MainPID("clusterapp-worker@1.service"); pid != pid1 {
+	if pid := b.MainPID(config.WorkerUnit(1)); pid != pid1 {
 		t.Errorf("scale up restarted worker 1: pid %d -> %d", pid1, pid)
 	}
 
 	out := b.Must("clusterapp", "scale", "1")
-	if got := b.ActiveWorkers(); len(got) != 1 || got[0] != "clusterapp-worker@1.service" {
+	if got := b.ActiveWorkers(); len(got) != 1 || got[0] != config.WorkerUnit(1) {
 		t.Fatalf("after scale 1: active %v\n%s", got, out)
 	}
 	if !strings.Contains(out, "drained and stopped clusterapp-worker@2.service") || !strings.Contains(out, "drained and stopped clusterapp-worker@3.service") {
 		t.Errorf("scale 1 output:\n%s", out)
 	}
-	if j := b.Must("journalctl", "--no-pager", "-u", "clusterapp-worker@3.service"); !strings.Contains(j, "drained; exiting") {
+	if j := b.Must("journalctl", "--no-pager", "-u", config.WorkerUnit(3)); !strings.Contains(j, "drained; exiting") {
 		t.Errorf("worker 3 did not drain:\n%s", j)
 	}
-	if wants := b.Show("clusterapp.target", "Wants"); strings.Contains(wants, "worker@2") {
+	if wants := b.Show(config.TargetUnit, "Wants"); strings.Contains(wants, "worker@2") {
 		t.Errorf("target still wants worker 2: %s", wants)
 	}
-	if pid := b.MainPID("clusterapp-worker@1.service"); pid != pid1 {
+	if pid := b.MainPID(config.WorkerUnit(1)); pid != pid1 {
 		t.Errorf("scale down restarted worker 1: pid %d -> %d", pid1, pid)
 	}
 

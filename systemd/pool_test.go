@@ -2,13 +2,15 @@ package systemd_test
 
 import (
 	"fmt"
-	"github.com/clusterapp/clusterapp/systemd/sandbox"
 	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/lab/sandbox"
 )
 
 // Scenario 1: start the socket; the first request is served; one worker per
@@ -32,7 +34,7 @@ func TestPoolOneWorkerPerCPU(t *testing.T) {
 			t.Errorf("worker %d served nothing: %v", i, res.ByHeader)
 		}
 	}
-	status := b.Must("systemctl", "status", "--no-pager", "clusterapp-worker@1.service")
+	status := b.Must("systemctl", "status", "--no-pager", config.WorkerUnit(1))
 	if !regexp.MustCompile(`Status: "serving: \d+ requests served`).MatchString(status) {
 		t.Fatalf("systemctl status lacks the worker's STATUS line:\n%s", status)
 	}
@@ -61,11 +63,11 @@ func TestPoolSizeFromEnvFile(t *testing.T) {
 // installed, and the worker's exposure is at most 2.0.
 func TestUnitsVerifyAndHardening(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{})
-	out, err := b.Run("systemd-analyze", "verify", "clusterapp.socket", "clusterapp.target", "clusterapp-worker@1.service")
+	out, err := b.Run("systemd-analyze", "verify", config.SocketUnit, config.TargetUnit, config.WorkerUnit(1))
 	if err != nil || strings.TrimSpace(out) != "" {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
 	}
-	out, err = b.Run("systemd-analyze", "security", "--threshold=20", "--no-pager", "clusterapp-worker@1.service")
+	out, err = b.Run("systemd-analyze", "security", "--threshold=20", "--no-pager", config.WorkerUnit(1))
 	m := regexp.MustCompile(`Overall exposure level for \S+: (\d+\.\d)`).FindStringSubmatch(out)
 	if err != nil || m == nil {
 		t.Fatalf("systemd-analyze security: %v\n%s", err, out)
@@ -88,7 +90,7 @@ func TestFileLimitInEffect(t *testing.T) {
 		t.Logf("the sandbox caps open files at %d (its PID 1's hard limit); LimitNOFILE=%d is clamped to it", hard, want)
 		want = hard
 	}
-	pid := b.MainPID("clusterapp-worker@1.service")
+	pid := b.MainPID(config.WorkerUnit(1))
 	if got := limit(t, b.Must("cat", fmt.Sprintf("/proc/%d/limits", pid)), false); got != want {
 		t.Fatalf("worker's open-file soft limit %d, want %d", got, want)
 	}
@@ -119,7 +121,7 @@ func limit(t *testing.T, limits string, hard bool) int {
 func TestStopLeavesNothing(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{})
 	b.Start(runtime.NumCPU())
-	b.Must("systemctl", "stop", "clusterapp.target", "clusterapp.socket")
+	b.Must("systemctl", "stop", config.TargetUnit, config.SocketUnit)
 	b.Eventually(30*time.Second, "no worker active", func() bool { return len(b.ActiveWorkers()) == 0 })
 	if ps := b.Must("ps", "-eo", "pid,args"); strings.Contains(ps, "/usr/bin/clusterapp serve") {
 		t.Fatalf("worker processes left:\n%s", ps)
@@ -136,11 +138,11 @@ func TestStopLeavesNothing(t *testing.T) {
 // so it listens from boot on.
 func TestEnableStartsAtBoot(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{})
-	b.Must("systemctl", "enable", "clusterapp.socket")
-	if got := b.Must("systemctl", "is-enabled", "clusterapp.socket"); got != "enabled" {
+	b.Must("systemctl", "enable", config.SocketUnit)
+	if got := b.Must("systemctl", "is-enabled", config.SocketUnit); got != "enabled" {
 		t.Fatalf("is-enabled = %q", got)
 	}
-	if deps := b.Must("systemctl", "list-dependencies", "--plain", "--no-pager", "sockets.target"); !strings.Contains(deps, "clusterapp.socket") {
+	if deps := b.Must("systemctl", "list-dependencies", "--plain", "--no-pager", "sockets.target"); !strings.Contains(deps, config.SocketUnit) {
 		t.Fatalf("sockets.target does not pull in clusterapp.socket:\n%s", deps)
 	}
 }

@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clusterapp/clusterapp/systemd/sandbox"
+	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/lab/sandbox"
 )
 
 // promAPI is the Prometheus server the test starts in the box.
@@ -94,7 +95,7 @@ func TestPrometheusScrapesThePool(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	wait := b.LoadAsync("/", "-c", "16", "-d", "30s")
 	time.Sleep(15 * time.Second)
-	b.Must("systemctl", "restart", "clusterapp-worker@2.service")
+	b.Must("systemctl", "restart", config.WorkerUnit(2))
 	res := wait()
 	time.Sleep(3 * time.Second)
 	end := time.Now()
@@ -136,16 +137,16 @@ func TestPrometheusScrapesThePool(t *testing.T) {
 	}
 
 	// A worker stopped for longer than the degraded alert's for: (1m).
-	b.Must("systemctl", "stop", "clusterapp-worker@2.service")
+	b.Must("systemctl", "stop", config.WorkerUnit(2))
 	took := b.Eventually(100*time.Second, "ClusterappDegraded firing", func() bool { return firing(t, b, "ClusterappDegraded") })
 	t.Logf("ClusterappDegraded fired %v after worker 2 stopped", took.Round(time.Second))
-	b.Must("systemctl", "start", "clusterapp-worker@2.service")
+	b.Must("systemctl", "start", config.WorkerUnit(2))
 
 	// A frozen worker: the watchdog kills it.
-	b.Must("systemctl", "kill", "--signal=SIGSTOP", "clusterapp-worker@1.service")
+	b.Must("systemctl", "kill", "--signal=SIGSTOP", config.WorkerUnit(1))
 	took = b.Eventually(60*time.Second, "ClusterappWatchdogKill firing", func() bool { return firing(t, b, "ClusterappWatchdogKill") })
 	t.Logf("ClusterappWatchdogKill fired %v after worker 1 froze", took.Round(time.Second))
-	if n, _ := strconv.Atoi(b.Show("clusterapp-worker@1.service", "NRestarts")); n < 1 {
+	if n, _ := strconv.Atoi(b.Show(config.WorkerUnit(1), "NRestarts")); n < 1 {
 		t.Errorf("worker 1 was not restarted by systemd (NRestarts %d)", n)
 	}
 }

@@ -1,10 +1,12 @@
 package systemd_test
 
 import (
-	"github.com/clusterapp/clusterapp/systemd/sandbox"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/lab/sandbox"
 )
 
 // Scenario 5: `systemctl restart` of one worker under keep-alive load fails
@@ -44,7 +46,7 @@ func TestRestartWholeTargetCost(t *testing.T) {
 	wait := b.LoadAsync("/fib?n=15", "-c", "32", "-d", "4s")
 	time.Sleep(time.Second)
 	start := time.Now()
-	b.Must("systemctl", "restart", "clusterapp.target")
+	b.Must("systemctl", "restart", config.TargetUnit)
 	took := time.Since(start)
 	b.Eventually(10*time.Second, "pool back", func() bool { return b.AllActive(b.WorkerUnits(2)...) })
 	res := wait()
@@ -57,7 +59,7 @@ func TestRestartWholeTargetCost(t *testing.T) {
 	if res.Errors() != 0 {
 		t.Errorf("the target restart failed %d requests: %v", res.Errors(), res.ErrorSamples)
 	}
-	if !strings.Contains(b.Must("systemctl", "is-active", "clusterapp.socket"), "active") {
+	if !strings.Contains(b.Must("systemctl", "is-active", config.SocketUnit), "active") {
 		t.Fatal("socket not active after the target restart")
 	}
 }
@@ -72,7 +74,7 @@ func TestStopEndsWorkersCleanly(t *testing.T) {
 	if res := b.Load("/", "-c", "8", "-d", "1s"); res.Errors() != 0 {
 		t.Fatalf("load before the stop: %d errors: %v", res.Errors(), res.ErrorSamples)
 	}
-	b.Must("systemctl", "stop", "clusterapp.target")
+	b.Must("systemctl", "stop", config.TargetUnit)
 	// The target's stop job returns before the workers are through their
 	// drain and ExecStopPost=; wait for them, then read how they ended.
 	b.Eventually(30*time.Second, "workers stopped", func() bool {

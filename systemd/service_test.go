@@ -5,7 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clusterapp/clusterapp/systemd/sandbox"
+	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/lab/sandbox"
 )
 
 // clusterapp.service is the one unit operators type: a pool started by a
@@ -39,7 +40,7 @@ func TestServiceUnitStartReloadStop(t *testing.T) {
 	}
 
 	b.Must("systemctl", "stop", "clusterapp")
-	for _, u := range append([]string{"clusterapp.socket", "clusterapp-metrics.socket", "clusterapp.target"}, units...) {
+	for _, u := range append([]string{config.SocketUnit, config.MetricsSocketUnit, config.TargetUnit}, units...) {
 		if s := b.Show(u, "ActiveState"); s != "inactive" {
 			t.Errorf("after systemctl stop clusterapp, %s is %s", u, s)
 		}

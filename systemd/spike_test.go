@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/clusterapp/clusterapp/systemd/sandbox"
+	"github.com/clusterapp/clusterapp/service/lab/sandbox"
 )
 
 // The rate limit is one budget per client for the whole service: with two

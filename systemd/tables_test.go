@@ -11,7 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clusterapp/clusterapp/systemd/sandbox"
+	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/lab/sandbox"
 )
 
 // tablesEnv turns the rate limit on, high enough never to limit the load
@@ -39,7 +40,7 @@ func TestRateLimitSlotsChangeUnderLoad(t *testing.T) {
 	// while the other restarts.
 	wait := b.LoadAsync("/fib?n=15", "-c", "32", "-rate", "5000", "-d", "6s")
 	time.Sleep(1500 * time.Millisecond)
-	b.WriteFile("/etc/clusterapp/clusterapp.env", tablesEnv+"CLUSTERAPP_RATE_LIMIT_SLOTS=1024\n")
+	b.WriteEnv(tablesEnv + "CLUSTERAPP_RATE_LIMIT_SLOTS=1024\n")
 	b.Must("systemctl", "daemon-reload")
 	out := b.Must("clusterapp", "reload")
 	res := wait()
@@ -53,7 +54,7 @@ func TestRateLimitSlotsChangeUnderLoad(t *testing.T) {
 	if !strings.Contains(ls, "ratelimit.v2.1024.table") || strings.Contains(ls, "ratelimit.v2.65536.table") {
 		t.Errorf("/run/clusterapp after the change: %s; want the 1024-slot table and the 65536-slot one removed", ls)
 	}
-	journal := b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-u", "clusterapp-worker@*")
+	journal := b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-u", config.WorkerPattern)
 	if !strings.Contains(journal, "removed a table file no worker uses") {
 		t.Errorf("no worker said it removed the old table; journal:\n%s", journal)
 	}
@@ -66,7 +67,7 @@ func TestTruncatedTablesBeforeStart(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{Env: tablesEnv})
 	b.Start(2)
 	units := b.WorkerUnits(2)
-	b.Must("systemctl", "stop", "clusterapp.target")
+	b.Must("systemctl", "stop", config.TargetUnit)
 	// The stop job returns before the workers have exited; truncating a
 	// file a draining worker still maps would fault it (SIGBUS).
 	b.Eventually(30*time.Second, "workers stopped", func() bool {
@@ -89,7 +90,7 @@ func TestTruncatedTablesBeforeStart(t *testing.T) {
 		t.Fatalf("after the restart: %d of %d requests failed (status %v): %v", res.Requests-res.OK, res.Requests, res.StatusCodes, res.ErrorSamples)
 	}
 	assertHealthyRestarts(t, b, units, old)
-	journal := b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-u", "clusterapp-worker@*")
+	journal := b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-u", config.WorkerPattern)
 	if c := strings.Count(journal, "table file was unusable: replaced it with a fresh one"); c != 3 {
 		t.Errorf("%d replacements in the journal, want 3 (one per table); journal:\n%s", c, journal)
 	}
@@ -104,7 +105,7 @@ func TestTruncatedTablesBeforeStart(t *testing.T) {
 // rate limit on each worker's own table, and the journal says so.
 func TestReadOnlyRuntimeDirectory(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=2\nCLUSTERAPP_RATE_LIMIT=0.1\nCLUSTERAPP_RATE_BURST=3\n"})
-	b.WriteFile("/etc/systemd/system/clusterapp-worker@.service.d/90-readonly.conf", "[Service]\nReadOnlyPaths=/run/clusterapp\n")
+	b.WriteFile("/etc/systemd/system/"+config.WorkerTemplate+".d/90-readonly.conf", "[Service]\nReadOnlyPaths=/run/clusterapp\n")
 	b.Must("systemctl", "daemon-reload")
 	b.Start(2)
 	units := b.WorkerUnits(2)
@@ -117,7 +118,7 @@ func TestReadOnlyRuntimeDirectory(t *testing.T) {
 		t.Errorf("status codes %v, errors %v: want 2..6 allowed and the rest limited", res.StatusCodes, res.ErrorSamples)
 	}
 	assertHealthyRestarts(t, b, units, map[string]int{})
-	journal := b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-u", "clusterapp-worker@*")
+	journal := b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-u", config.WorkerPattern)
 	for _, want := range []string{"read-only file system", "balancing off until this worker restarts", "this worker limits on a table of its own"} {
 		if !strings.Contains(journal, want) {
 			t.Errorf("the journal lacks %q:\n%s", want, journal)
@@ -148,7 +149,7 @@ func assertHealthyRestarts(t *testing.T, b *sandbox.Box, units []string, old map
 			t.Errorf("%s: NRestarts=%d, want 0 (systemd restarted it after a failure)", u, n)
 		}
 	}
-	journal := b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-u", "clusterapp-worker@*")
+	journal := b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-u", config.WorkerPattern)
 	if m := failedExit.FindAllString(journal, 5); len(m) > 0 || strings.Contains(journal, "Failed with result") {
 		t.Errorf("a worker exited non-zero: %q; journal:\n%s", m, journal)
 	}

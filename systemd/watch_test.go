@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clusterapp/clusterapp/systemd/sandbox"
+	"github.com/clusterapp/clusterapp/service/lab/sandbox"
 )
 
 // `clusterapp status --watch` in a real terminal (tmux): one line per

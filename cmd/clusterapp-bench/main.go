@@ -31,7 +31,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/clusterapp/clusterapp/service/bench"
+	"github.com/clusterapp/clusterapp/service/lab/bench"
+	"github.com/clusterapp/clusterapp/service/lab/sandbox"
 )
 
 func main() {
@@ -104,9 +105,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	}
 	machine := bench.DetectMachine()
 	plan := newPlan(machine.CPUs, repo, f)
-	box := &bench.Sandbox{Script: filepath.Join(repo, "scripts", "sandbox"), Name: f.box, Repo: repo}
+	box := &sandbox.Driver{Script: filepath.Join(repo, "scripts", "sandbox"), Name: f.box, Src: repo}
 	fmt.Fprintf(stderr, ">> booting sandbox box %q\n", f.box)
-	if err := box.Up(ctx); err != nil {
+	if err := box.Up(ctx, sandbox.Options{}); err != nil {
 		_ = box.Down(context.Background()) // a half-booted box must not stay; the boot error is the one to report
 		return err
 	}

@@ -1,7 +1,7 @@
 // Command clusterapp-load sends bounded HTTP load to a loopback URL and
 // prints what it measured: counts by status and by error kind, latency
 // percentiles and which worker (the X-Worker response header) served each
-// request. It is the command-line face of package service/loadgen, for
+// request. It is the command-line face of package service/lab/loadgen, for
 // benchmarks and for integration tests that drive the built binaries.
 //
 //	clusterapp-load -url http://127.0.0.1:8080/ -c 32 -d 30s
@@ -26,7 +26,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/clusterapp/clusterapp/service/loadgen"
+	"github.com/clusterapp/clusterapp/service/lab/loadgen"
 )
 
 func main() {

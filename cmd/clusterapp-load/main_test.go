@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clusterapp/clusterapp/service/loadgen"
+	"github.com/clusterapp/clusterapp/service/lab/loadgen"
 )
 
 // TestMain lets the tests run the real main, signal handling and exit
@@ -68,8 +68,8 @@ func TestRunJSON(t *testing.T) {
 			t.Errorf("JSON lacks %q: %s", key, out.String())
 		}
 	}
-	var res loadgen.Result
-	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+	res, err := loadgen.ParseResult(out.Bytes())
+	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Requests != 50 || res.OK != 50 || handled.Load() != 50 || res.ByHeader["w0"] != 25 || res.ByHeader["w1"] != 25 {
@@ -189,9 +189,9 @@ func testSignalPrintsResult(t *testing.T, sig syscall.Signal) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("exit %v, want 0; stderr %q", err, stderr.String())
 	}
-	var res loadgen.Result
-	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
-		t.Fatalf("stdout is not the JSON result: %v\n%s", err, stdout.String())
+	res, err := loadgen.ParseResult(stdout.Bytes())
+	if err != nil {
+		t.Fatalf("stdout is not the JSON result: %v", err)
 	}
 	if !res.Interrupted || res.Requests == 0 || res.Canceled != res.Requests {
 		t.Errorf("interrupted %v requests %d canceled %d, want an interrupted run with its requests canceled", res.Interrupted, res.Requests, res.Canceled)
@@ -211,8 +211,8 @@ func TestRunClosedPortCountsConnectErrors(t *testing.T) {
 	if err := run(context.Background(), []string{"-url", target, "-n", "5", "-c", "1", "-json"}, &out); err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	var res loadgen.Result
-	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+	res, err := loadgen.ParseResult(out.Bytes())
+	if err != nil {
 		t.Fatal(err)
 	}
 	if res.ConnectErrors != 5 || res.Requests != 5 {

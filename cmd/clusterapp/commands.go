@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/clusterapp/clusterapp/service/worker"
 	"github.com/spf13/cobra"
 )
 
@@ -37,7 +38,7 @@ Exit status: 0 on success, 1 on failure, 2 for a bad command line,
 		SilenceErrors:              true,
 		SilenceUsage:               true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runServe(cmd.Context(), defaultInstance(), stderr)
+			return runServe(cmd.Context(), worker.DefaultName(), stderr)
 		},
 	}
 	// The packages install the completions: `clusterapp completion bash`

@@ -11,8 +11,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/clusterapp/clusterapp/service/config"
-	"github.com/clusterapp/clusterapp/service/generator"
-	"github.com/clusterapp/clusterapp/service/units"
+	"github.com/clusterapp/clusterapp/service/config/generator"
+	"github.com/clusterapp/clusterapp/service/ops/units"
 	"github.com/spf13/cobra"
 )
 
@@ -22,7 +22,7 @@ func newConfigCommand() *cobra.Command {
 		Use:   "config",
 		Short: "Show every setting, its default and the value in effect, or check a file",
 		Long: `Print every CLUSTERAPP_* variable: its default and the value in effect, reading the
-environment file (default ` + generator.EnvFile + `) as systemd reads it, then the
+environment file (default ` + config.EnvFile + `) as systemd reads it, then the
 scale file; running workers started with other values are named. Without root or
 systemd, that last part is left out.
 
@@ -36,7 +36,7 @@ the documentation generated from the code.`,
 	}
 	f := cmd.Flags()
 	check := f.String("check", "", "validate this environment `file` and exit (78 when a value is invalid)")
-	file := f.String("file", generator.EnvFile, "show the settings of this environment `file`")
+	file := f.String("file", config.EnvFile, "show the settings of this environment `file`")
 	fromEnv := f.Bool("env", false, "show the settings of this process's environment instead of a file (a standalone worker)")
 	template := f.Bool("env-template", false, "print the commented environment file")
 	markdown := f.Bool("markdown", false, "print a markdown table of the variables")
@@ -66,14 +66,14 @@ func printFileConfig(path string, stdout io.Writer) error {
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		fmt.Fprintf(stdout, "%s does not exist: every variable has its default\n\n", path)
 	}
-	s := generator.Read(path, generator.ScaleFileFor(path))
+	s := generator.Read(path, config.ScaleFileFor(path))
 	if err := printTable(stdout, s.Config, s.Set); err != nil {
 		return err
 	}
 	if err := report(stdout, path, s.Notes, s.Problems); err != nil {
 		return err
 	}
-	if path == generator.EnvFile {
+	if path == config.EnvFile {
 		running(stdout, s.Set)
 	}
 	return nil
@@ -119,7 +119,7 @@ func running(stdout io.Writer, want map[string]string) {
 			}
 		}
 		if len(diffs) > 0 {
-			fmt.Fprintf(stdout, "worker %d (pid %d) runs with %s: it applies them at its restart (clusterapp reload)\n", w.Instance, w.PID, strings.Join(diffs, ", "))
+			fmt.Fprintf(stdout, "worker %d (pid %d) runs with %s: it applies them at its restart (clusterapp reload)\n", w.Number, w.PID, strings.Join(diffs, ", "))
 		}
 	}
 }
@@ -187,15 +187,6 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-func environKeys() []string {
-	var keys []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		keys = append(keys, k)
-	}
-	return keys
 }
 
 // checkFile validates an environment file as systemd, the generator and the

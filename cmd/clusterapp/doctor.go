@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/clusterapp/clusterapp/service/doctor"
-	"github.com/clusterapp/clusterapp/service/generator"
+	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/ops/doctor"
 	"github.com/spf13/cobra"
 )
 
@@ -41,7 +41,7 @@ func runDoctor(ctx context.Context, asJSON bool, stdout io.Writer) error {
 	defer c.Close()
 	qctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	facts, err := doctor.Gather(qctx, c, generator.EnvFile)
+	facts, err := doctor.Gather(qctx, c, config.EnvFile)
 	if err != nil {
 		return fmt.Errorf("doctor: %w", err)
 	}

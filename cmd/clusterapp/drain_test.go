@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clusterapp/clusterapp/service/loadgen"
+	"github.com/clusterapp/clusterapp/service/lab/loadgen"
 )
 
 // TestSIGTERMLosesNoRequest stops one of two workers sharing a socket, as

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clusterapp/clusterapp/service/logging"
+	"github.com/clusterapp/clusterapp/service/worker/logging"
 )
 
 // A recycled worker's lifecycle lines each carry their MESSAGE_ID= field and

@@ -1,14 +1,10 @@
 package main
 
 import (
-	"fmt"
 	"io"
-	"os"
 
 	"github.com/clusterapp/clusterapp/service/app"
-	"github.com/clusterapp/clusterapp/service/logging"
-	"github.com/clusterapp/clusterapp/service/metrics"
-	"github.com/sirupsen/logrus"
+	"github.com/clusterapp/clusterapp/service/worker"
 	"github.com/spf13/cobra"
 )
 
@@ -31,18 +27,7 @@ func newExitedCommand(stderr io.Writer) *cobra.Command {
 	return cmd
 }
 
-// runExited counts how a worker's process ended in the pool's metrics
-// table. The worker unit runs it as ExecStopPost=, where systemd sets
-// $SERVICE_RESULT (systemd.exec(5)): "watchdog" when the watchdog killed
-// the worker, which the worker itself cannot record.
-func runExited(instance string, stderr io.Writer) error {
-	result, dir := os.Getenv("SERVICE_RESULT"), os.Getenv("RUNTIME_DIRECTORY")
-	if result == "" || dir == "" {
-		return fmt.Errorf("exited: SERVICE_RESULT=%q RUNTIME_DIRECTORY=%q: expected both, as systemd sets them for ExecStopPost=", result, dir)
-	}
-	log := logging.New(logging.Options{Format: "text", Level: logrus.InfoLevel, Journal: logging.UnderJournal(), Out: stderr}).WithField("worker", instance)
-	if err := metrics.RecordExit(dir, app.Routes, instance, result, log); err != nil {
-		return fmt.Errorf("exited: %w", err)
-	}
-	return nil
+// runExited counts how a worker's process ended (worker.RecordExit).
+func runExited(name string, stderr io.Writer) error {
+	return worker.RecordExit(name, app.Routes, stderr)
 }

@@ -6,8 +6,9 @@ import (
 	"os"
 	"runtime"
 
-	"github.com/clusterapp/clusterapp/service/generator"
-	"github.com/clusterapp/clusterapp/service/logging"
+	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/config/generator"
+	"github.com/clusterapp/clusterapp/service/worker/logging"
 	"github.com/coreos/go-systemd/v22/journal"
 	"github.com/spf13/cobra"
 )
@@ -22,8 +23,8 @@ const generatorName = "clusterapp-generator"
 func newGeneratorCommand(stderr io.Writer) *cobra.Command {
 	return &cobra.Command{
 		Use:   "generator NORMAL-DIR [EARLY-DIR LATE-DIR]",
-		Short: "Write the units' drop-ins from " + generator.EnvFile,
-		Long: `The systemd generator: write the drop-ins that apply ` + generator.EnvFile + `
+		Short: "Write the units' drop-ins from " + config.EnvFile,
+		Long: `The systemd generator: write the drop-ins that apply ` + config.EnvFile + `
 (and the scale file) to the units: the worker count, the listen addresses, the
 watchdog and the limits. systemd runs it at boot and at every daemon-reload as
 /usr/lib/systemd/system-generators/` + generatorName + `, a symlink to this binary,
@@ -49,7 +50,7 @@ func runGenerator(args []string, stderr io.Writer) error {
 	// unknown variable, which has no event of its own.
 	warn := generatorLog(journal.PriWarning, logging.MsgInvalidConfig, stderr)
 	note := generatorLog(journal.PriNotice, "", stderr)
-	return generator.Run(generator.EnvFile, args[0], runtime.NumCPU(), warn, note)
+	return generator.Run(config.EnvFile, args[0], runtime.NumCPU(), warn, note)
 }
 
 // generatorLog returns a function that logs one line where an operator will

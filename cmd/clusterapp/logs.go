@@ -8,8 +8,9 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/clusterapp/clusterapp/service/journal"
-	"github.com/clusterapp/clusterapp/service/units"
+	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/ops/journal"
+	"github.com/clusterapp/clusterapp/service/ops/units"
 	"github.com/spf13/cobra"
 )
 
@@ -37,7 +38,7 @@ may read it; anyone else is told so rather than shown an empty log.`,
 		}
 		opts := journal.Options{Since: *since, Lines: *lines, Follow: *follow}
 		if *worker > 0 {
-			opts.Units = []string{units.WorkerUnit(*worker)}
+			opts.Units = []string{config.WorkerUnit(*worker)}
 		}
 		return runLogs(cmd.Context(), opts, cmd.OutOrStdout())
 	}

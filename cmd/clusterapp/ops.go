@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/clusterapp/clusterapp/service/units"
+	"github.com/clusterapp/clusterapp/service/ops/units"
 )
 
 // opTimeout bounds an operator command's D-Bus queries (not its jobs).

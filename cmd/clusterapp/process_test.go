@@ -22,8 +22,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clusterapp/clusterapp/service/admission"
-	"github.com/clusterapp/clusterapp/service/crashloop"
+	"github.com/clusterapp/clusterapp/service/worker/admission"
+	"github.com/clusterapp/clusterapp/service/worker/crashloop"
 )
 
 var binary string

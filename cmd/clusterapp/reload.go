@@ -9,9 +9,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/clusterapp/clusterapp/service/journal"
-	"github.com/clusterapp/clusterapp/service/rollout"
-	"github.com/clusterapp/clusterapp/service/units"
+	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/ops/journal"
+	"github.com/clusterapp/clusterapp/service/ops/rollout"
+	"github.com/clusterapp/clusterapp/service/ops/units"
 	"github.com/spf13/cobra"
 )
 
@@ -56,7 +57,7 @@ func runReload(ctx context.Context, maxUnavailable int, timeout time.Duration, s
 		return fmt.Errorf("reload: %w", err)
 	}
 	if len(running) == 0 {
-		return fmt.Errorf("reload: %w: start the pool with systemctl start %s", rollout.ErrNothingToDo, units.Target)
+		return fmt.Errorf("reload: %w: start the pool with systemctl start %s", rollout.ErrNothingToDo, config.TargetUnit)
 	}
 	start := time.Now()
 	fmt.Fprintf(stdout, "reloading %d workers, at most %d at a time\n", len(running), maxUnavailable)

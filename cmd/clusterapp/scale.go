@@ -11,9 +11,8 @@ import (
 	"time"
 
 	"github.com/clusterapp/clusterapp/service/config"
-	"github.com/clusterapp/clusterapp/service/envedit"
-	"github.com/clusterapp/clusterapp/service/generator"
-	"github.com/clusterapp/clusterapp/service/units"
+	"github.com/clusterapp/clusterapp/service/config/envedit"
+	"github.com/clusterapp/clusterapp/service/ops/units"
 	"github.com/spf13/cobra"
 )
 
@@ -22,8 +21,8 @@ func newScaleCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "scale N",
 		Short: "Set the number of workers, persistently and live",
-		Long: `Set CLUSTERAPP_WORKERS=N in ` + generator.ScaleFile + ` (read after the operator's
-` + generator.EnvFile + `, which scaling never edits), regenerate the units
+		Long: `Set CLUSTERAPP_WORKERS=N in ` + config.ScaleFile + ` (read after the operator's
+` + config.EnvFile + `, which scaling never edits), regenerate the units
 (daemon-reload), then start only the missing workers and drain only the surplus
 ones. Needs root.`,
 		Example: `  clusterapp scale 4
@@ -55,10 +54,10 @@ func runScale(ctx context.Context, n int, timeout time.Duration, stdout io.Write
 		return err
 	}
 	defer c.Close()
-	if err := writeScaleFile(generator.ScaleFile, n); err != nil {
+	if err := writeScaleFile(config.ScaleFile, n); err != nil {
 		return fmt.Errorf("scale: %w", err)
 	}
-	fmt.Fprintf(stdout, "CLUSTERAPP_WORKERS=%d written to %s\n", n, generator.ScaleFile)
+	fmt.Fprintf(stdout, "CLUSTERAPP_WORKERS=%d written to %s\n", n, config.ScaleFile)
 	if err := applyScale(ctx, c, n, timeout, stdout); err != nil {
 		return fmt.Errorf("scale: %w", err)
 	}
@@ -66,7 +65,7 @@ func runScale(ctx context.Context, n int, timeout time.Duration, stdout io.Write
 }
 
 // scaleHeader starts the scale file when scale creates it.
-const scaleHeader = `# Written by ` + "`clusterapp scale N`" + `: the worker count, read after ` + generator.EnvFile + `
+const scaleHeader = `# Written by ` + "`clusterapp scale N`" + `: the worker count, read after ` + config.EnvFile + `
 # by the workers (a second EnvironmentFile=) and clusterapp-generator, so its value wins.
 # Scaling never edits the operator's file. Remove this file to go back to that file's value.
 `
@@ -100,10 +99,10 @@ func applyScale(ctx context.Context, c *units.Client, n int, timeout time.Durati
 		return err
 	}
 	if len(wanted) != n {
-		return fmt.Errorf("after daemon-reload %s wants %d workers, not %d: is the generator installed (/usr/lib/systemd/system-generators/clusterapp-generator)?", units.Target, len(wanted), n)
+		return fmt.Errorf("after daemon-reload %s wants %d workers, not %d: is the generator installed (/usr/lib/systemd/system-generators/clusterapp-generator)?", config.TargetUnit, len(wanted), n)
 	}
 	if up, err := c.TargetActive(qctx); err != nil || !up {
-		_, werr := fmt.Fprintf(stdout, "the pool is not running; %d workers will start with it (systemctl start %s)\n", n, units.Target)
+		_, werr := fmt.Fprintf(stdout, "the pool is not running; %d workers will start with it (systemctl start %s)\n", n, config.TargetUnit)
 		return firstErr(err, werr)
 	}
 	running, err := runningWorkers(ctx, c)
@@ -112,18 +111,18 @@ func applyScale(ctx context.Context, c *units.Client, n int, timeout time.Durati
 	}
 	up := map[int]bool{}
 	for _, w := range running {
-		up[w.Instance] = true
+		up[w.Number] = true
 	}
 	// Start the new ones first, so capacity never dips below both counts.
 	for i := 1; i <= n; i++ {
 		if !up[i] {
-			if err := timedJob(ctx, timeout, "started", units.WorkerUnit(i), c.Start, stdout); err != nil {
+			if err := timedJob(ctx, timeout, "started", config.WorkerUnit(i), c.Start, stdout); err != nil {
 				return err
 			}
 		}
 	}
 	for _, w := range running {
-		if w.Instance > n {
+		if w.Number > n {
 			if err := timedJob(ctx, timeout, "drained and stopped", w.Unit, c.Stop, stdout); err != nil {
 				return err
 			}

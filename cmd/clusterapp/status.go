@@ -12,9 +12,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/clusterapp/clusterapp/service/doctor"
-	"github.com/clusterapp/clusterapp/service/sockstat"
-	"github.com/clusterapp/clusterapp/service/units"
+	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/ops/doctor"
+	"github.com/clusterapp/clusterapp/service/ops/sockstat"
+	"github.com/clusterapp/clusterapp/service/ops/units"
+	"github.com/clusterapp/clusterapp/service/worker/status"
 	"github.com/spf13/cobra"
 )
 
@@ -27,10 +29,12 @@ type statusReport struct {
 type workerStatus struct {
 	units.Worker
 	UptimeSec *float64 `json:"uptime_sec"`
-	// Served and InFlight are nil when the worker's STATUS= line is not
-	// "serving: ..." (starting, draining, stopped).
-	Served   *int `json:"served"`
-	InFlight *int `json:"in_flight"`
+	// Served, InFlight and Queued are nil when the worker's STATUS= line
+	// is not "serving: ..." (starting, draining, stopped); package status
+	// says what they count.
+	Served   *int64 `json:"served"`
+	InFlight *int64 `json:"in_flight"`
+	Queued   *int64 `json:"queued"`
 	// RequestsTotal is every request the worker answered since the runtime
 	// directory was created, over its restarts: the pool's metrics table,
 	// the number Prometheus scrapes (clusterapp_http_requests_total). nil
@@ -114,7 +118,7 @@ func collectStatus(ctx context.Context, c *units.Client, now time.Time) (statusR
 	pool := poolWorkers()
 	for _, w := range ws {
 		s := workerStatus{Worker: w}
-		if m, ok := pool[w.Instance]; ok && w.Active() {
+		if m, ok := pool[w.Number]; ok && w.Active() {
 			n := m.Requests
 			s.RequestsTotal = &n
 		}
@@ -122,8 +126,8 @@ func collectStatus(ctx context.Context, c *units.Client, now time.Time) (statusR
 			up := now.Sub(w.Started).Seconds()
 			s.UptimeSec = &up
 		}
-		if load, ok := units.ParseStatusText(w.StatusText); ok && w.Active() {
-			s.Served, s.InFlight = &load.Served, &load.InFlight
+		if load, ok := status.Parse(w.StatusText); ok && w.Active() {
+			s.Served, s.InFlight, s.Queued = &load.Served, &load.InFlight, &load.Queued
 		}
 		r.Workers = append(r.Workers, s)
 	}
@@ -141,16 +145,12 @@ func collectStatus(ctx context.Context, c *units.Client, now time.Time) (statusR
 	return r, nil
 }
 
-// runtimeDir is the workers' RuntimeDirectory= (/run/clusterapp), where the
-// pool's metrics table lives.
-const runtimeDir = "/run/clusterapp"
-
 func writeStatus(w io.Writer, r statusReport) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORKER\tSTATE\tPID\tUPTIME\tRESTARTS\tMEMORY\tCPU\tSERVED\tREQUESTS\tIN-FLIGHT")
+	fmt.Fprintln(tw, "WORKER\tSTATE\tPID\tUPTIME\tRESTARTS\tMEMORY\tCPU\tSERVED\tREQUESTS\tIN-FLIGHT\tQUEUED")
 	for _, s := range r.Workers {
-		fmt.Fprintf(tw, "%d\t%s/%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", s.Instance, s.ActiveState, s.SubState,
-			orDashInt(s.PID), uptime(s.UptimeSec), s.Restarts, memory(s.MemoryBytes), cpu(s.CPU), ptrInt(s.Served), ptrUint(s.RequestsTotal), ptrInt(s.InFlight))
+		fmt.Fprintf(tw, "%d\t%s/%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Number, s.ActiveState, s.SubState,
+			orDashInt(s.PID), uptime(s.UptimeSec), s.Restarts, memory(s.MemoryBytes), cpu(s.CPU), ptrInt(s.Served), ptrUint(s.RequestsTotal), ptrInt(s.InFlight), ptrInt(s.Queued))
 	}
 	if len(r.Workers) == 0 {
 		fmt.Fprintln(tw, "(no worker loaded: the pool starts with the first connection, or systemctl start clusterapp.target)")
@@ -159,7 +159,7 @@ func writeStatus(w io.Writer, r statusReport) error {
 		return err
 	}
 	s := r.Socket
-	_, err := fmt.Fprintf(w, "\n%s: %s/%s, Backlog=%d\n", units.Socket, s.ActiveState, s.SubState, s.Backlog)
+	_, err := fmt.Fprintf(w, "\n%s: %s/%s, Backlog=%d\n", config.SocketUnit, s.ActiveState, s.SubState, s.Backlog)
 	for _, q := range s.Queues {
 		_, err = fmt.Fprintf(w, "  listening on %s: %d connections waiting to be accepted\n", q.Address, q.Waiting)
 	}
@@ -176,11 +176,11 @@ func orDashInt(n int) string {
 	return strconv.Itoa(n)
 }
 
-func ptrInt(p *int) string {
+func ptrInt(p *int64) string {
 	if p == nil {
 		return "-"
 	}
-	return strconv.Itoa(*p)
+	return strconv.FormatInt(*p, 10)
 }
 
 func ptrUint(p *uint64) string {

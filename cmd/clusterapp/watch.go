@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/clusterapp/clusterapp/service/app"
-	"github.com/clusterapp/clusterapp/service/metrics"
-	"github.com/clusterapp/clusterapp/service/units"
+	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/ops/units"
+	"github.com/clusterapp/clusterapp/service/worker"
+	"github.com/clusterapp/clusterapp/service/worker/metrics"
 )
 
 // watchEvery is how often `status --watch` redraws.
@@ -46,18 +48,18 @@ func watchStatus(ctx context.Context, c *units.Client, out io.Writer) error {
 		fmt.Fprintln(tw, "WORKER\tSTATE\tPID\tREQ/S\tIN-FLIGHT\tP99\tMEMORY\tRESTARTS")
 		for _, w := range ws {
 			rate, inFlight, p99, mem := "-", "-", "-", memory(w.MemoryBytes)
-			if m, ok := cur[w.Instance]; ok && w.Active() {
+			if m, ok := cur[w.Number]; ok && w.Active() {
 				inFlight = strconv.FormatUint(m.InFlight, 10)
 				if mem == "-" {
 					rss := m.RSS
 					mem = memory(&rss)
 				}
-				if p, ok := prev[w.Instance]; ok && m.PID == p.PID && m.Requests >= p.Requests {
+				if p, ok := prev[w.Number]; ok && m.PID == p.PID && m.Requests >= p.Requests {
 					rate = strconv.FormatFloat(float64(m.Requests-p.Requests)/now.Sub(prevAt).Seconds(), 'f', 0, 64)
 					p99 = quantile(0.99, p.Latency, m.Latency)
 				}
 			}
-			fmt.Fprintf(tw, "%d\t%s/%s\t%s\t%s\t%s\t%s\t%s\t%d\n", w.Instance, w.ActiveState, w.SubState, orDashInt(w.PID), rate, inFlight, p99, mem, w.Restarts)
+			fmt.Fprintf(tw, "%d\t%s/%s\t%s\t%s\t%s\t%s\t%s\t%d\n", w.Number, w.ActiveState, w.SubState, orDashInt(w.PID), rate, inFlight, p99, mem, w.Restarts)
 		}
 		if len(ws) == 0 {
 			fmt.Fprintln(tw, "(no worker loaded)")
@@ -81,7 +83,7 @@ func watchStatus(ctx context.Context, c *units.Client, out io.Writer) error {
 // worker number; empty when the table cannot be read.
 func poolWorkers() map[int]metrics.Worker {
 	out := map[int]metrics.Worker{}
-	m, err := metrics.View(runtimeDir, app.Routes)
+	m, err := metrics.View(config.RuntimeDir, worker.Labels(app.Routes))
 	if err != nil {
 		return out
 	}

@@ -8,19 +8,27 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clusterapp/clusterapp/service/metrics"
+	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/worker"
+	"github.com/clusterapp/clusterapp/service/worker/cache"
+	"github.com/clusterapp/clusterapp/service/worker/metrics"
 	"github.com/sirupsen/logrus"
 	"github.com/sirupsen/logrus/hooks/test"
 )
 
-func newApp(t testing.TB, mod func(*Options)) (*App, *metrics.Metrics) {
+// newStack is the seed service behind the worker's handler stack, as a
+// client reaches it; mod adjusts the settings and tools.
+func newStack(t testing.TB, mod func(*worker.Tools)) (http.Handler, *metrics.Metrics) {
 	l, _ := test.NewNullLogger()
-	m := metrics.New(metrics.Options{Worker: "7", Version: "test", Routes: Routes, Start: time.Now(), Log: logrus.NewEntry(l)})
-	opts := Options{Instance: "7", FibMaxN: 30, MaxBodyBytes: 1024, Metrics: m, Log: logrus.NewEntry(l), Crash: func() {}}
+	log := logrus.NewEntry(l)
+	m := metrics.New(metrics.Options{Worker: "7", Version: "test", Routes: worker.Labels(Routes), Start: time.Now(), Log: log})
+	tools := worker.Tools{Name: "7", Config: config.Config{FibMaxN: 30}, Log: log}
 	if mod != nil {
-		mod(&opts)
+		mod(&tools)
 	}
-	return New(opts), m
+	return worker.NewStack(worker.StackOptions{
+		Name: "7", Routes: Routes(tools), Metrics: m, Log: log, RequestTimeout: tools.Config.RequestTimeout,
+	}), m
 }
 
 func do(h http.Handler, method, target string) *httptest.ResponseRecorder {
@@ -39,8 +47,7 @@ func decode(t *testing.T, rec *httptest.ResponseRecorder) map[string]any {
 }
 
 func TestRoutes(t *testing.T) {
-	a, _ := newApp(t, nil)
-	h := a.Handler()
+	h, _ := newStack(t, nil)
 	for _, tc := range []struct {
 		method, target string
 		status         int
@@ -52,8 +59,6 @@ func TestRoutes(t *testing.T) {
 		{"GET", "/fib?n=1", 200, `{"fib":1,"n":1}`},
 		{"GET", "/fib?n=25", 200, `{"fib":75025,"n":25}`},
 		{"GET", "/fib?n=30", 200, `{"fib":832040,"n":30}`},
-		{"GET", "/healthz", 200, `{"status":"ok","worker":"7"}`},
-		{"GET", "/readyz", 200, `{"status":"ready","worker":"7"}`},
 	} {
 		rec := do(h, tc.method, tc.target)
 		body := strings.TrimSpace(rec.Body.String())
@@ -63,9 +68,29 @@ func TestRoutes(t *testing.T) {
 		if rec.Code != tc.status || body != strings.TrimSpace(tc.body) {
 			t.Errorf("%s %s = %d %q, want %d %q", tc.method, tc.target, rec.Code, rec.Body, tc.status, tc.body)
 		}
-		if rec.Header().Get("X-Worker") != "7" {
-			t.Errorf("%s %s: X-Worker = %q", tc.method, tc.target, rec.Header().Get("X-Worker"))
+	}
+	rec := do(h, "GET", "/slow")
+	if got := decode(t, rec); rec.Code != 200 || got["count"] != float64(SlowCount) || got["sum_of_squares"].(float64) <= 0 {
+		t.Errorf("/slow = %d %v", rec.Code, got)
+	}
+	if rec := do(h, "DELETE", "/fib"); rec.Code != 405 {
+		t.Errorf("DELETE /fib = %d, want 405", rec.Code)
+	}
+}
+
+// The paths do not depend on the tools: they lay out the pool's metrics
+// table, which `clusterapp exited` places from Routes(Tools{}).
+func TestPathsDoNotDependOnTools(t *testing.T) {
+	paths := func(rs []worker.Route) (p []string) {
+		for _, r := range rs {
+			p = append(p, r.Path)
 		}
+		return p
+	}
+	bare := strings.Join(paths(Routes(worker.Tools{})), " ")
+	full := strings.Join(paths(Routes(worker.Tools{Cache: cache.New(10, 1<<20, nil), Config: config.Config{FibMaxN: 45}})), " ")
+	if bare != full || bare != "/ /fib /slow" {
+		t.Fatalf("paths %q with no tools, %q with tools; want \"/ /fib /slow\" both", bare, full)
 	}
 }
 
@@ -73,17 +98,17 @@ func TestFibDefaultsToForty(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fib(40) costs a few hundred ms of CPU")
 	}
-	a, _ := newApp(t, func(o *Options) { o.FibMaxN = 45 })
-	rec := do(a.Handler(), "GET", "/fib")
+	h, _ := newStack(t, func(o *worker.Tools) { o.Config.FibMaxN = 45 })
+	rec := do(h, "GET", "/fib")
 	if got := decode(t, rec); got["n"] != 40.0 || got["fib"] != 102334155.0 {
 		t.Fatalf("/fib = %v", got)
 	}
 }
 
 func TestFibBadN(t *testing.T) {
-	a, _ := newApp(t, nil)
+	h, _ := newStack(t, nil)
 	for _, q := range []string{"n=-1", "n=31", "n=abc", "n=", "n=1.5", "n=99999999999999999999"} {
-		rec := do(a.Handler(), "GET", "/fib?"+q)
+		rec := do(h, "GET", "/fib?"+q)
 		if rec.Code != 400 {
 			t.Errorf("/fib?%s = %d, want 400", q, rec.Code)
 			continue
@@ -98,7 +123,7 @@ func TestFibBadN(t *testing.T) {
 // A query that does not parse, or an ambiguous n, is a 400 that says so:
 // it used to run fib(40) and answer 200 (issue 11).
 func TestFibMalformedQuery(t *testing.T) {
-	a, _ := newApp(t, nil)
+	h, _ := newStack(t, nil)
 	for q, want := range map[string]string{
 		"n=%zz":     "malformed query string",
 		"n=5;x=1":   "malformed query string",
@@ -107,7 +132,7 @@ func TestFibMalformedQuery(t *testing.T) {
 		"x=%&n=5":   "malformed query string",
 		"n=5&x=%gg": "malformed query string",
 	} {
-		rec := do(a.Handler(), "GET", "/fib?"+q)
+		rec := do(h, "GET", "/fib?"+q)
 		if rec.Code != 400 {
 			t.Errorf("/fib?%s = %d, want 400", q, rec.Code)
 			continue
@@ -116,156 +141,42 @@ func TestFibMalformedQuery(t *testing.T) {
 			t.Errorf("/fib?%s error body %v, want one containing %q", q, got, want)
 		}
 	}
-	if rec := do(a.Handler(), "GET", "/fib?n=5&other=1"); rec.Code != 200 {
+	if rec := do(h, "GET", "/fib?n=5&other=1"); rec.Code != 200 {
 		t.Errorf("/fib?n=5&other=1 = %d, want 200", rec.Code)
 	}
 }
 
-func TestNotFoundAndMethodNotAllowed(t *testing.T) {
-	a, m := newApp(t, nil)
-	rec := do(a.Handler(), "GET", "/nope")
-	if rec.Code != 404 || decode(t, rec)["error"] != "no route for /nope" {
-		t.Fatalf("404: %d %s", rec.Code, rec.Body)
-	}
-	rec = do(a.Handler(), "DELETE", "/fib")
-	if rec.Code != 405 || rec.Header().Get("Allow") != "GET, HEAD" || decode(t, rec)["status"] != 405.0 {
-		t.Fatalf("405: %d %v %s", rec.Code, rec.Header(), rec.Body)
-	}
-	if n := requests(t, m, "unmatched", "404"); n != 1 {
-		t.Fatalf("404 counted %v times", n)
-	}
-	if n := requests(t, m, "/fib", "405"); n != 1 {
-		t.Fatalf("405 counted %v times", n)
-	}
-}
-
-func TestDebugRoutesOffByDefault(t *testing.T) {
-	a, _ := newApp(t, nil)
-	for _, p := range []string{"/debug/crash", "/debug/hang", "/debug/leak?mb=1"} {
-		if rec := do(a.Handler(), "GET", p); rec.Code != 404 {
-			t.Errorf("%s = %d without CLUSTERAPP_DEBUG_ENDPOINTS, want 404", p, rec.Code)
-		}
-	}
-}
-
-func TestLeak(t *testing.T) {
-	a, _ := newApp(t, func(o *Options) { o.DebugEndpoints = true })
-	do(a.Handler(), "GET", "/debug/leak?mb=2")
-	rec := do(a.Handler(), "GET", "/debug/leak?mb=3")
-	if got := decode(t, rec); got["retained_mib"] != 5.0 {
-		t.Fatalf("leak: %v", got)
-	}
-	if rec := do(a.Handler(), "GET", "/debug/leak?mb=0"); rec.Code != 400 {
-		t.Fatalf("mb=0 = %d", rec.Code)
-	}
-}
-
-func TestHangBlocksEveryLaterRequest(t *testing.T) {
-	a, _ := newApp(t, func(o *Options) { o.DebugEndpoints = true })
-	h := a.Handler()
-	go do(h, "GET", "/debug/hang")
-	deadline := time.Now().Add(5 * time.Second)
-	for a.state.TryRLock() { // wait until the hang holds the lock
-		a.state.RUnlock()
-		if time.Now().After(deadline) {
-			t.Fatal("hang never took the lock")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	done := make(chan struct{})
-	go func() { do(h, "GET", "/healthz"); close(done) }()
+func TestRequestTimeoutStopsFib(t *testing.T) {
+	h, _ := newStack(t, func(o *worker.Tools) { o.Config.FibMaxN = 60; o.Config.RequestTimeout = 50 * time.Millisecond })
+	done := make(chan *httptest.ResponseRecorder)
+	go func() { done <- do(h, "GET", "/fib?n=60") }() // years of CPU if not stopped
 	select {
-	case <-done:
-		t.Fatal("/healthz answered while the worker is wedged")
-	case <-time.After(100 * time.Millisecond):
-	}
-}
-
-func TestCrashCallsCrash(t *testing.T) {
-	crashed := false
-	a, _ := newApp(t, func(o *Options) { o.DebugEndpoints = true; o.Crash = func() { crashed = true } })
-	do(a.Handler(), "POST", "/debug/crash")
-	if !crashed {
-		t.Fatal("Crash not called")
-	}
-}
-
-func TestReadyzFollowsReady(t *testing.T) {
-	ready := false
-	a, _ := newApp(t, func(o *Options) { o.Ready = func() bool { return ready } })
-	if rec := do(a.Handler(), "GET", "/readyz"); rec.Code != 503 {
-		t.Fatalf("/readyz while not ready = %d", rec.Code)
-	}
-	ready = true
-	if rec := do(a.Handler(), "GET", "/readyz"); rec.Code != 200 {
-		t.Fatalf("/readyz while ready = %d", rec.Code)
-	}
-}
-
-func TestBodyCap(t *testing.T) {
-	a, _ := newApp(t, nil)
-	rec := httptest.NewRecorder()
-	a.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/", strings.NewReader(strings.Repeat("x", 2000))))
-	if rec.Code != 413 || decode(t, rec)["max_bytes"] != 1024.0 {
-		t.Fatalf("oversized body: %d %s", rec.Code, rec.Body)
-	}
-}
-
-// Requests are counted under their route; the numbers are served by the
-// metrics listener's handler, never by the service's routes.
-func TestMetricsExposeRequests(t *testing.T) {
-	a, m := newApp(t, nil)
-	do(a.Handler(), "GET", "/")
-	do(a.Handler(), "GET", "/no/such/route")
-	if rec := do(a.Handler(), "GET", "/metrics"); rec.Code != http.StatusNotFound {
-		t.Errorf("/metrics on the service's routes = %d, want 404", rec.Code)
-	}
-	body := do(m.Handler(), "GET", "/metrics").Body.String()
-	for _, want := range []string{
-		`clusterapp_http_requests_total{code="200",route="/",worker="7"} 1`,
-		`clusterapp_http_requests_total{code="404",route="unmatched",worker="7"} 2`,
-		`clusterapp_http_request_duration_seconds_count{route="/",worker="7"} 1`,
-		`clusterapp_http_requests_in_flight{worker="7"} 0`,
-		`clusterapp_worker_starts_total{worker="7"} 1`,
-		"clusterapp_worker_start_time_seconds",
-		"clusterapp_build_info{goversion=",
-	} {
-		if !strings.Contains(body, want) {
-			t.Errorf("metrics lack %q:\n%s", want, body)
+	case rec := <-done:
+		if rec.Code != 503 || !strings.Contains(rec.Body.String(), "CLUSTERAPP_REQUEST_TIMEOUT=50ms") {
+			t.Fatalf("timed-out fib: %d %s", rec.Code, rec.Body)
 		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("fib(60) was not stopped by the request deadline")
 	}
 }
 
-func TestAccessLog(t *testing.T) {
-	l, hook := test.NewNullLogger()
-	a, _ := newApp(t, func(o *Options) { o.AccessLog = true; o.Log = logrus.NewEntry(l) })
-	do(a.Handler(), "GET", "/fib?n=3")
-	e := hook.LastEntry()
-	if e == nil || e.Message != "request" || e.Data["path"] != "/fib" || e.Data["status"] != 200 {
-		t.Fatalf("access log entry %v", e)
+func TestCachedFib(t *testing.T) {
+	h, m := newStack(t, func(o *worker.Tools) { o.Cache = cache.New(100, 1<<20, nil); o.Config.CacheMaxAge = time.Minute })
+	first := do(h, "GET", "/fib?n=20")
+	second := do(h, "GET", "/fib?n=20")
+	if first.Header().Get("X-Cache") != "MISS" || second.Header().Get("X-Cache") != "HIT" {
+		t.Fatalf("X-Cache %q then %q", first.Header().Get("X-Cache"), second.Header().Get("X-Cache"))
 	}
-}
-
-// requests returns clusterapp_http_requests_total{route,code}.
-func requests(t *testing.T, m *metrics.Metrics, route, code string) float64 {
-	t.Helper()
-	mfs, err := m.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
+	if second.Body.String() != first.Body.String() || second.Header().Get("Cache-Control") != "public, max-age=60" {
+		t.Fatalf("cached response %q %v", second.Body, second.Header())
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != "clusterapp_http_requests_total" {
-			continue
-		}
-		for _, mt := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, lp := range mt.GetLabel() {
-				labels[lp.GetName()] = lp.GetValue()
-			}
-			if labels["route"] == route && labels["code"] == code {
-				return mt.GetCounter().GetValue()
-			}
-		}
+	scrape := do(m.Handler(), "GET", "/metrics").Body.String()
+	if want := `clusterapp_http_requests_total{code="200",route="/fib",worker="7"} 2`; !strings.Contains(scrape, want) {
+		t.Fatalf("cached responses are not counted as requests: no %q in\n%s", want, scrape)
 	}
-	return 0
+	// without the cache there is no Cache-Control: a front cache decides
+	b, _ := newStack(t, nil)
+	if rec := do(b, "GET", "/fib?n=20"); rec.Header().Get("Cache-Control") != "" || rec.Header().Get("X-Cache") != "" {
+		t.Fatalf("uncached response has cache headers: %v", rec.Header())
+	}
 }

@@ -6,10 +6,9 @@ import (
 )
 
 // BenchmarkHandlerStack measures the whole handler stack (headers, body cap,
-// routing, metrics) per route, in-process.
+// routing, metrics: package worker) per seed route, in-process.
 func BenchmarkHandlerStack(b *testing.B) {
-	a, _ := newApp(b, nil)
-	h := a.Handler()
+	h, _ := newStack(b, nil)
 	for _, target := range []string{"/", "/fib?n=20", "/slow", "/healthz", "/nope"} {
 		b.Run(target, func(b *testing.B) {
 			req := httptest.NewRequest("GET", target, nil)

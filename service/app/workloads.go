@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"github.com/clusterapp/clusterapp/service/worker"
 )
 
 // defaultFibN is the n the articles use: fibonacci(40) costs about a second
@@ -28,7 +30,7 @@ func Fib(n int) uint64 {
 // helloWorld is the / body, one slice for every response.
 var helloWorld = []byte("Hello World!\n")
 
-func (a *App) index(w http.ResponseWriter, _ *http.Request) {
+func (a *app) index(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_, _ = w.Write(helloWorld) // a write error means the client left
 }
@@ -38,7 +40,8 @@ func (a *App) index(w http.ResponseWriter, _ *http.Request) {
 // context is checked once above each of them, so a cancelled request stops
 // computing well within a millisecond while the computation itself costs what
 // plain Fib costs: a check on every call (a counter and a branch) made /fib
-// 7-14% slower per request than the same route on bare net/http.
+// measurably slower than the same route on bare net/http (docs/benchmarks.md,
+// "The handler stack against bare net/http").
 type fibRun struct {
 	ctx context.Context
 	err error
@@ -70,26 +73,26 @@ func fibBody(ctx context.Context, n int) ([]byte, error) {
 	return []byte(fmt.Sprintf(`{"fib":%d,"n":%d}`+"\n", v, n)), nil
 }
 
-func (a *App) fib(w http.ResponseWriter, r *http.Request) {
-	n, msg := fibN(r.URL.RawQuery, a.opts.FibMaxN)
+func (a *app) fib(w http.ResponseWriter, r *http.Request) {
+	n, msg := fibN(r.URL.RawQuery, a.fibMaxN)
 	if msg != "" {
-		writeError(w, http.StatusBadRequest, msg, map[string]any{"parameter": "n", "min": 0, "max": a.opts.FibMaxN})
+		worker.Error(w, http.StatusBadRequest, msg, map[string]any{"parameter": "n", "min": 0, "max": a.fibMaxN})
 		return
 	}
 	var body []byte
 	var err error
-	if a.opts.Cache == nil {
+	if a.cache == nil {
 		body, err = fibBody(r.Context(), n)
 	} else {
 		var hit bool
-		body, hit, err = a.opts.Cache.Get(r.Context(), "fib:"+strconv.Itoa(n), func(ctx context.Context) ([]byte, error) { return fibBody(ctx, n) })
+		body, hit, err = a.cache.Get(r.Context(), "fib:"+strconv.Itoa(n), func(ctx context.Context) ([]byte, error) { return fibBody(ctx, n) })
 		if err == nil {
-			w.Header().Set("Cache-Control", fmt.Sprintf("public, max-age=%d", int(a.opts.CacheMaxAge.Seconds())))
+			w.Header().Set("Cache-Control", fmt.Sprintf("public, max-age=%d", int(a.cacheMaxAge.Seconds())))
 			w.Header().Set("X-Cache", map[bool]string{true: "HIT", false: "MISS"}[hit])
 		}
 	}
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("computation stopped: %v (CLUSTERAPP_REQUEST_TIMEOUT=%s)", err, a.opts.RequestTimeout), nil)
+		worker.Error(w, http.StatusServiceUnavailable, fmt.Sprintf("computation stopped: %v (CLUSTERAPP_REQUEST_TIMEOUT=%s)", err, a.requestTimeout), nil)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -110,8 +113,8 @@ func SumOfSquares(count int) float64 {
 	return sum
 }
 
-func (a *App) slow(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"count": SlowCount, "sum_of_squares": SumOfSquares(SlowCount)})
+func (a *app) slow(w http.ResponseWriter, _ *http.Request) {
+	worker.JSON(w, http.StatusOK, map[string]any{"count": SlowCount, "sum_of_squares": SumOfSquares(SlowCount)})
 }
 
 // fibN reads n from a /fib query, or says what is wrong with it. A query

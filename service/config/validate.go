@@ -10,9 +10,6 @@ import (
 	"time"
 )
 
-// MaxWorkers is the largest CLUSTERAPP_WORKERS (and `clusterapp scale N`) accepted.
-const MaxWorkers = 1024
-
 // validate checks what parsing alone does not: ranges, and the listen
 // address's syntax. Every duration and count has an upper bound, so no
 // value overflows where it is used (a unit's TimeoutStopSec=, a random

@@ -1,0 +1,187 @@
+// Package envedit changes one variable of an environment file in place,
+// the way an operator would with an editor: every other byte (comments,
+// blank lines, other variables, their order) is kept.
+//
+// The file is read exactly as systemd reads it (package envfile), so the
+// edit lands on the assignment systemd applies: the last one of the key,
+// even when it spans continuation lines, and never a line that only looks
+// like an assignment because the line above continues into it. When the key
+// is not assigned, the new line goes right after a commented-out template
+// line ("#KEY=..." as `clusterapp config --env-template` writes them) or,
+// failing that, at the end. The value is written by envfile.Line, quoted
+// when it needs to be.
+//
+// Every edit is checked before anything is written: the new text, parsed
+// again, must set the key to the value and every other variable exactly as
+// before. SetFile then replaces the file atomically and durably: it follows
+// a symbolic link to the real file, writes a temporary file beside it with
+// the same owner, group and mode, fsyncs it, renames it over the original
+// and fsyncs the directory, so a generator or a worker never reads half a
+// file and a crash never leaves an empty one.
+package envedit
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/clusterapp/clusterapp/service/config/envfile"
+)
+
+// Set returns text with key assigned value.
+func Set(text, key, value string) (string, error) {
+	line, err := envfile.Line(key, value)
+	if err != nil {
+		return "", fmt.Errorf("set %s: %w", key, err)
+	}
+	before, err := envfile.Parse([]byte(text))
+	if err != nil {
+		return "", fmt.Errorf("set %s: the file as it is: %w", key, err)
+	}
+	want := before.Vars()
+	want[key] = value
+	var tried []string
+	for _, candidate := range candidates(text, before, key, line) {
+		if why := check(candidate, want); why != "" {
+			tried = append(tried, why)
+			continue
+		}
+		return candidate, nil
+	}
+	return "", fmt.Errorf("set %s: no safe place for the new line (%s); edit the file by hand", key, strings.Join(tried, "; "))
+}
+
+// candidates are the edits to try, best first: replace the assignment in
+// effect; else insert after the template line; else append.
+func candidates(text string, f *envfile.File, key, line string) []string {
+	if a, ok := f.Last(key); ok {
+		return []string{text[:a.Start] + line + text[a.End:]}
+	}
+	var out []string
+	if i := templateLine(text, key); i >= 0 {
+		out = append(out, text[:i]+line+"\n"+text[i:])
+	}
+	if text != "" && !strings.HasSuffix(text, "\n") {
+		text += "\n"
+	}
+	return append(out, text+line+"\n")
+}
+
+// templateLine returns the offset just after the last "#KEY=" line, or -1.
+func templateLine(text, key string) int {
+	at := -1
+	for off := 0; off < len(text); {
+		end := strings.IndexByte(text[off:], '\n')
+		if end < 0 {
+			break // a last line without a newline: append instead
+		}
+		trimmed := strings.TrimSpace(text[off : off+end])
+		if k, _, ok := strings.Cut(strings.TrimSpace(strings.TrimLeft(trimmed, "#")), "="); ok && strings.HasPrefix(trimmed, "#") && strings.TrimSpace(k) == key {
+			at = off + end + 1
+		}
+		off += end + 1
+	}
+	return at
+}
+
+// check returns why candidate is not the intended edit, or "".
+func check(candidate string, want map[string]string) string {
+	after, err := envfile.Parse([]byte(candidate))
+	if err != nil {
+		return err.Error()
+	}
+	if got := after.Vars(); !maps.Equal(got, want) {
+		return "the result would not read back as intended"
+	}
+	return ""
+}
+
+// SetFile applies Set to the file at path (following a symbolic link to the
+// file itself), creating it (mode 0644, and its directory) when absent.
+func SetFile(path, key, value string) error {
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
+	old, err := os.ReadFile(path)
+	var st os.FileInfo
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return fmt.Errorf("create %s: %w", filepath.Dir(path), err)
+		}
+	case err != nil:
+		return fmt.Errorf("read %s: %w", path, err)
+	default:
+		if st, err = os.Stat(path); err != nil {
+			return fmt.Errorf("stat %s: %w", path, err)
+		}
+	}
+	text, err := Set(string(old), key, value)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if string(old) == text && st != nil {
+		return nil
+	}
+	return replace(path, []byte(text), st)
+}
+
+// replace writes data to a temporary file beside path with the owner and
+// mode of like (0644 and the caller's when nil), makes it durable and
+// renames it over path.
+func replace(path string, data []byte, like os.FileInfo) (err error) {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tmp.Close()           // may already be closed; the error that matters is err
+			_ = os.Remove(tmp.Name()) // best effort: the original is untouched
+		}
+	}()
+	mode := fs.FileMode(0o644)
+	if like != nil {
+		mode = like.Mode().Perm()
+		if sys, ok := like.Sys().(*syscall.Stat_t); ok {
+			if err := tmp.Chown(int(sys.Uid), int(sys.Gid)); err != nil {
+				return fmt.Errorf("write %s: keep its owner: %w", path, err)
+			}
+		}
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if _, err := tmp.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("write %s: sync: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return syncDir(dir)
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}

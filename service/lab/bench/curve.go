@@ -1,0 +1,333 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"html"
+	"io"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/clusterapp/clusterapp/service/lab/loadgen"
+)
+
+// CurvePlan is the worker-count curve: the pool at each of Workers against
+// one process using every core, on the same cells, in the same run. Besides
+// throughput it counts what a pool of many processes pays for: how often
+// the workers' threads were put on a CPU (wake-ups) and how much CPU they
+// used, per request, from /proc/PID/task/*/schedstat.
+type CurvePlan struct {
+	Workers []int
+	Cells   []CurveCell
+	Repeats int
+	// Duration of each run and its connections.
+	Duration    time.Duration
+	Concurrency int
+}
+
+// CurveCell is one route, with connections kept alive or one per request.
+type CurveCell struct {
+	Route     string
+	KeepAlive bool
+}
+
+// String names the cell in tables: "`/` keep-alive", "`/` new connection".
+func (c CurveCell) String() string {
+	if c.KeepAlive {
+		return fmt.Sprintf("`%s` keep-alive", c.Route)
+	}
+	return fmt.Sprintf("`%s` new connection", c.Route)
+}
+
+// CurveResult is the curve's measurements: the baseline first, then one
+// point per worker count.
+type CurveResult struct {
+	Baseline CurvePoint
+	Points   []CurvePoint
+}
+
+// CurvePoint is one configuration of the curve.
+type CurvePoint struct {
+	Config     Configuration
+	Workers    int
+	GOMAXPROCS map[string]int // after the runs, from /metrics
+	Cells      []CurveCellResult
+}
+
+// CurveCellResult is one cell's runs under one configuration.
+type CurveCellResult struct {
+	Cell CurveCell
+	Runs []CurveRun
+}
+
+// CurveRun is one closed-loop run with the workers' scheduling counters
+// around it.
+type CurveRun struct {
+	Result *loadgen.Result
+	// Wakeups is how many times the workers' threads were put on a CPU
+	// (schedstat's third field, summed over every thread); CPUNs the CPU
+	// time they used, both over the run.
+	Wakeups, CPUNs uint64
+}
+
+// PerRequest returns wake-ups and CPU microseconds per 2xx response.
+func (r CurveRun) PerRequest() (wakeups, cpuMicros float64) {
+	if r.Result == nil || r.Result.OK == 0 {
+		return math.NaN(), math.NaN()
+	}
+	n := float64(r.Result.OK)
+	return float64(r.Wakeups) / n, float64(r.CPUNs) / 1e3 / n
+}
+
+// Median returns the median 2xx rate, wake-ups and CPU per request over
+// the runs.
+func (c CurveCellResult) Median() (rate, wakeups, cpuMicros float64) {
+	var rates, wakes, cpus []float64
+	for _, r := range c.Runs {
+		w, cpu := r.PerRequest()
+		rates, wakes, cpus = append(rates, Goodput(r.Result)), append(wakes, w), append(cpus, cpu)
+	}
+	return median(rates), median(wakes), median(cpus)
+}
+
+// CurveConfiguration is the pool of n workers at the shipped defaults (the
+// worker sizes its GOMAXPROCS itself), with the cache and rate limit off.
+func CurveConfiguration(n int) Configuration {
+	return Configuration{
+		Name: fmt.Sprintf("%d workers", n),
+		Env:  fmt.Sprintf("CLUSTERAPP_WORKERS=%d\n", n) + commonEnv,
+		Note: "the pool at the shipped defaults",
+	}
+}
+
+// curve measures plan.Curve: the baseline configuration (one process with
+// GOMAXPROCS = CPUs) first, then each worker count.
+func (r *Runner) curve(ctx context.Context, plan Plan) (*CurveResult, error) {
+	cp := plan.Curve
+	var baseline Configuration
+	for _, c := range plan.Configs {
+		if c.Name == BaselineName {
+			baseline = c
+		}
+	}
+	if baseline.Name == "" {
+		baseline = DefaultConfigurations(plan.CPUs)[3]
+	}
+	out := &CurveResult{}
+	configs := []Configuration{baseline}
+	for _, n := range cp.Workers {
+		configs = append(configs, CurveConfiguration(n))
+	}
+	for i, c := range configs {
+		pt, err := r.curvePoint(ctx, plan, c)
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 {
+			out.Baseline = *pt
+		} else {
+			out.Points = append(out.Points, *pt)
+		}
+	}
+	return out, nil
+}
+
+func (r *Runner) curvePoint(ctx context.Context, plan Plan, c Configuration) (*CurvePoint, error) {
+	cp := plan.Curve
+	workers, err := c.Workers(plan.CPUs)
+	if err != nil {
+		return nil, err
+	}
+	r.logf(">> curve, %s: %d worker(s)", c.Name, workers)
+	if err := r.apply(ctx, c, workers); err != nil {
+		return nil, err
+	}
+	pt := &CurvePoint{Config: c, Workers: workers}
+	for _, cell := range cp.Cells {
+		cr := CurveCellResult{Cell: cell}
+		for range max(cp.Repeats, 1) {
+			before, err := r.sched(ctx)
+			if err != nil {
+				return nil, err
+			}
+			res, err := r.load(ctx, cell.Route, cp.Duration, "-c", strconv.Itoa(cp.Concurrency), "-d", cp.Duration.String(),
+				"-keepalive="+strconv.FormatBool(cell.KeepAlive))
+			if err != nil {
+				return nil, fmt.Errorf("curve %s %s: %w", c.Name, cell, err)
+			}
+			if res.OK == 0 {
+				return nil, fmt.Errorf("%w: curve %s %s: status %v, errors %v", ErrNoResponses, c.Name, cell, res.StatusCodes, res.ErrorSamples)
+			}
+			after, err := r.sched(ctx)
+			if err != nil {
+				return nil, err
+			}
+			cr.Runs = append(cr.Runs, CurveRun{Result: res, Wakeups: after.Wakeups - before.Wakeups, CPUNs: after.CPUNs - before.CPUNs})
+		}
+		rate, wakes, cpu := cr.Median()
+		r.logf("   %-28s %8.1f req/s  %5.2f wake-ups/req  %6.1f µs CPU/req", cell, rate, wakes, cpu)
+		pt.Cells = append(pt.Cells, cr)
+	}
+	if pt.GOMAXPROCS, err = r.gomaxprocs(ctx, workers); err != nil {
+		return nil, err
+	}
+	return pt, nil
+}
+
+// SchedCounters are the workers' scheduling counters at one moment.
+type SchedCounters struct {
+	Wakeups, CPUNs uint64
+}
+
+// schedScript sums schedstat over every thread of every running worker's
+// main process: "<cpu ns> <wake-ups>".
+const schedScript = `t=0; c=0
+for u in $(systemctl list-units --plain --no-legend --state=active 'clusterapp-worker@*' | cut -d' ' -f1); do
+  p=$(systemctl show -p MainPID --value "$u")
+  [ "$p" -gt 0 ] 2>/dev/null || continue
+  for f in /proc/$p/task/*/schedstat; do read -r a b n < "$f" && c=$((c+a)) && t=$((t+n)); done
+done
+echo "$c $t"`
+
+// sched reads the workers' scheduling counters inside the box. A thread or
+// worker that ends between two readings takes its counts with it, so the
+// runs must not restart workers.
+func (r *Runner) sched(ctx context.Context) (SchedCounters, error) {
+	out, err := r.Box.Exec(ctx, 10*time.Second, "sh", "-c", schedScript)
+	if err != nil {
+		return SchedCounters{}, fmt.Errorf("read schedstat: %w", err)
+	}
+	return parseSched(out)
+}
+
+func parseSched(out string) (SchedCounters, error) {
+	f := strings.Fields(out)
+	if len(f) != 2 {
+		return SchedCounters{}, fmt.Errorf("read schedstat: unexpected output %q", out)
+	}
+	cpu, err1 := strconv.ParseUint(f[0], 10, 64)
+	wakes, err2 := strconv.ParseUint(f[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return SchedCounters{}, fmt.Errorf("read schedstat: unexpected output %q", out)
+	}
+	return SchedCounters{Wakeups: wakes, CPUNs: cpu}, nil
+}
+
+func writeCurveMethod(p *printer, res *Results) {
+	cp := res.Plan.Curve
+	p.printf("- Configurations: the baseline \"%s\" (`%s`), then `CLUSTERAPP_WORKERS=N` for N in %s, each at the\n",
+		res.Curve.Baseline.Config.Name, strings.ReplaceAll(strings.TrimSpace(res.Curve.Baseline.Config.Env), "\n", "` `"), intList(cp.Workers))
+	p.printf("  shipped defaults (each worker's GOMAXPROCS is its own choice, shown at the end), cache and rate limit off.\n")
+	p.printf("- Closed loop: `clusterapp-load -c %d -d %s`, keep-alive or a new connection per request, %d runs per cell;\n",
+		cp.Concurrency, cp.Duration, cp.Repeats)
+	p.printf("  medians. Same generator, same box, same %d CPUs as the workers.\n", res.Machine.CPUs)
+	p.printf("- Wake-ups per request: how many times the workers' threads were put on a CPU during the run (the\n")
+	p.printf("  third field of `/proc/PID/task/TID/schedstat`, summed over every thread of every worker), divided\n")
+	p.printf("  by the 2xx responses; CPU per request likewise from the first field. What grows with N: a new\n")
+	p.printf("  connection on the shared socket wakes a thread in every worker waiting for one (Go's poller\n")
+	p.printf("  registers the socket without EPOLLEXCLUSIVE), and each process serves fewer requests per wake-up.\n\n")
+}
+
+// WriteCurve writes the worker-count table: for each cell, the 2xx rate
+// against the baseline, wake-ups and CPU per request.
+func WriteCurve(w io.Writer, res *Results) {
+	p := asPrinter(w)
+	c := res.Curve
+	p.printf("| cell | configuration | 2xx req/s | × %s | wake-ups / request | CPU µs / request |\n|---|---|---|---|---|---|\n", BaselineName)
+	for i, cell := range res.Plan.Curve.Cells {
+		base, _, _ := c.Baseline.Cells[i].Median()
+		for _, pt := range append([]CurvePoint{c.Baseline}, c.Points...) {
+			if i >= len(pt.Cells) {
+				continue
+			}
+			rate, wakes, cpu := pt.Cells[i].Median()
+			p.printf("| %s | %s | %.1f | %s | %.2f | %.1f |\n", cell, pt.Config.Name, rate, Ratio(rate, base), wakes, cpu)
+		}
+	}
+	p.printf("\nGOMAXPROCS per worker after the runs: ")
+	var parts []string
+	for _, pt := range append([]CurvePoint{c.Baseline}, c.Points...) {
+		parts = append(parts, fmt.Sprintf("%s: %s", pt.Config.Name, procsSummary(pt.GOMAXPROCS)))
+	}
+	p.printf("%s.\n", strings.Join(parts, "; "))
+}
+
+// procsSummary compresses per-worker GOMAXPROCS: "1 (×7), 2 (×1)".
+func procsSummary(byWorker map[string]int) string {
+	if len(byWorker) == 0 {
+		return "?"
+	}
+	count := map[int]int{}
+	for _, v := range byWorker {
+		count[v]++
+	}
+	var parts []string
+	for _, v := range slices.Sorted(maps.Keys(count)) {
+		parts = append(parts, fmt.Sprintf("%d (×%d)", v, count[v]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func intList(ns []int) string {
+	var parts []string
+	for _, n := range ns {
+		parts = append(parts, strconv.Itoa(n))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// WriteCurveSVG draws the curve: for each cell, the pool's 2xx rate against
+// the baseline's (1.0 = as fast as one process) over the worker count.
+func WriteCurveSVG(w io.Writer, res *Results) error {
+	p := &printer{w: w}
+	c := res.Curve
+	const width, height, left, right, top, bottom = 960, 380, 70, 220, 50, 320
+	p.printf(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
+	p.printf(`<rect width="100%%" height="100%%" fill="#ffffff"/>` + "\n")
+	p.printf(`<text x="%d" y="24" font-size="16" font-weight="bold">The pool against one process (GOMAXPROCS=%d), by worker count, %d CPUs</text>`+"\n",
+		left, res.Machine.CPUs, res.Machine.CPUs)
+	top1 := 1.2
+	for i := range res.Plan.Curve.Cells {
+		base, _, _ := c.Baseline.Cells[i].Median()
+		for _, pt := range c.Points {
+			if rate, _, _ := pt.Cells[i].Median(); base > 0 {
+				top1 = math.Max(top1, rate/base)
+			}
+		}
+	}
+	top1 = math.Ceil(top1*5) / 5
+	y := func(v float64) float64 { return bottom - (bottom-top)*v/top1 }
+	n := len(c.Points)
+	x := func(i int) float64 { return left + float64(i)*float64(width-left-right)/math.Max(float64(n-1), 1) }
+	for v := 0.0; v <= top1+1e-9; v += 0.2 {
+		p.printf(`<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#ddd"/><text x="%d" y="%.1f" text-anchor="end">%.1f×</text>`+"\n",
+			left, width-right, y(v), y(v), left-6, y(v)+4, v)
+	}
+	p.printf(`<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#000" stroke-dasharray="4 3"/>`+"\n", left, width-right, y(1), y(1))
+	for i, pt := range c.Points {
+		p.printf(`<text x="%.1f" y="%d" text-anchor="middle">%d</text>`+"\n", x(i), bottom+18, pt.Workers)
+	}
+	p.printf(`<text x="%d" y="%d" text-anchor="middle">workers (CLUSTERAPP_WORKERS)</text>`+"\n", (left+width-right)/2, bottom+38)
+	for ci, cell := range res.Plan.Curve.Cells {
+		base, _, _ := c.Baseline.Cells[ci].Median()
+		colour := palette[ci%len(palette)]
+		var pts []string
+		for i, pt := range c.Points {
+			rate, _, _ := pt.Cells[ci].Median()
+			if base > 0 {
+				pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(i), y(rate/base)))
+				p.printf(`<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", x(i), y(rate/base), colour)
+			}
+		}
+		p.printf(`<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(pts, " "), colour)
+		p.printf(`<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n",
+			width-right+20, top+ci*20, colour, width-right+36, top+ci*20+11, html.EscapeString(strings.ReplaceAll(cell.String(), "`", "")))
+	}
+	p.printf(`<text x="%d" y="%d" fill="#555">1.0× (dashed): as fast as one process using every core, same run</text>`+"\n", left, height-8)
+	p.printf("</svg>\n")
+	return p.err
+}

@@ -1,0 +1,185 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/lab/loadgen"
+	"github.com/clusterapp/clusterapp/service/lab/sandbox"
+)
+
+func TestParseSched(t *testing.T) {
+	got, err := parseSched("123456789 4200\n")
+	if err != nil || got.CPUNs != 123456789 || got.Wakeups != 4200 {
+		t.Fatalf("parseSched = %+v, %v", got, err)
+	}
+	for _, bad := range []string{"", "12", "a b", "1 2 3"} {
+		if _, err := parseSched(bad); err == nil {
+			t.Errorf("parseSched(%q) did not fail", bad)
+		}
+	}
+}
+
+// The curve runs the baseline, then each worker count, applying each
+// configuration and reading the workers' schedstat around every run; the
+// counters' differences become wake-ups and CPU per request.
+func TestCurveRunsEveryPointAndCountsWakeups(t *testing.T) {
+	var applied []string
+	sched := uint64(0)
+	box := &sandbox.Driver{Name: "t", Command: func(ctx context.Context, args ...string) ([]byte, error) {
+		cmd := strings.Join(args, " ")
+		switch {
+		case strings.HasPrefix(cmd, "cp t ") && strings.HasSuffix(cmd, " "+config.EnvFile):
+			body, err := readCopied(args[2])
+			applied = append(applied, body)
+			return nil, err
+		case strings.Contains(cmd, schedScript):
+			sched += 1000 // 1000 wake-ups and 1000 ns more at each reading
+			return []byte(fmt.Sprintf("%d %d\n", sched, sched)), nil
+		case strings.Contains(cmd, "systemctl list-units"):
+			c := Configuration{Env: applied[len(applied)-1]}
+			n, _ := c.Workers(2)
+			return []byte(unitListing(n)), nil
+		case strings.Contains(cmd, "curl") && strings.Contains(cmd, "metrics"):
+			return []byte("go_sched_gomaxprocs_threads{worker=\"1\"} 1\n"), nil
+		case strings.Contains(cmd, "curl"):
+			return []byte("200"), nil
+		case strings.Contains(cmd, sandbox.LoadPath):
+			return []byte(`{"ok":500,"responses":500,"requests":500,"elapsed_ns":1000000000}`), nil
+		}
+		return nil, nil
+	}}
+	plan := Plan{CPUs: 2, Configs: DefaultConfigurations(2), Curve: &CurvePlan{
+		Workers: []int{1, 2}, Repeats: 2, Duration: time.Second, Concurrency: 8,
+		Cells: []CurveCell{{Route: "/", KeepAlive: true}, {Route: "/", KeepAlive: false}},
+	}}
+	res, err := (&Runner{Box: box}).curve(context.Background(), plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(applied) != 3 || !strings.Contains(applied[0], "GOMAXPROCS=2") || !strings.Contains(applied[2], "CLUSTERAPP_WORKERS=2") {
+		t.Fatalf("applied %q, want the baseline, then 1 and 2 workers", applied)
+	}
+	if res.Baseline.Config.Name != BaselineName || len(res.Points) != 2 || len(res.Points[1].Cells) != 2 || len(res.Points[1].Cells[0].Runs) != 2 {
+		t.Fatalf("curve = %+v", res)
+	}
+	rate, wakes, cpu := res.Points[1].Cells[1].Median()
+	if rate != 500 || wakes != 2 || cpu != 0.002 {
+		t.Errorf("median = %v req/s, %v wake-ups/req, %v µs/req; want 500, 2 (1000/500), 0.002", rate, wakes, cpu)
+	}
+}
+
+// readCopied reads the host file a `cp` to the box names.
+func readCopied(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	return string(b), err
+}
+
+func unitListing(n int) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "%s loaded active running\n", config.WorkerUnit(i))
+	}
+	return b.String()
+}
+
+func curveSample() *Results {
+	res := sample()
+	res.Plan.Curve = &CurvePlan{Workers: []int{2, 4}, Repeats: 1, Duration: time.Second, Concurrency: 64,
+		Cells: []CurveCell{{Route: "/", KeepAlive: true}, {Route: "/", KeepAlive: false}}}
+	point := func(c Configuration, workers int, oks ...int) CurvePoint {
+		pt := CurvePoint{Config: c, Workers: workers, GOMAXPROCS: map[string]int{"1": 1, "2": 2}}
+		for i, ok := range oks {
+			r := &loadgen.Result{OK: ok, Responses: ok, Elapsed: time.Second}
+			pt.Cells = append(pt.Cells, CurveCellResult{Cell: res.Plan.Curve.Cells[i], Runs: []CurveRun{{Result: r, Wakeups: uint64(ok) * 2, CPUNs: uint64(ok) * 40000}}})
+		}
+		return pt
+	}
+	res.Curve = &CurveResult{
+		Baseline: point(DefaultConfigurations(2)[3], 1, 1000, 400),
+		Points:   []CurvePoint{point(CurveConfiguration(2), 2, 950, 300), point(CurveConfiguration(4), 4, 800, 200)},
+	}
+	return res
+}
+
+func TestWriteCurve(t *testing.T) {
+	var out strings.Builder
+	WriteCurve(&out, curveSample())
+	containsAll(t, "curve table", out.String(),
+		"| `/` keep-alive | 1 process | 1000.0 | 1.00× | 2.00 | 40.0 |",
+		"| `/` keep-alive | 4 workers | 800.0 | 0.80× | 2.00 | 40.0 |",
+		"| `/` new connection | 2 workers | 300.0 | 0.75× |",
+		"4 workers: 1 (×1), 2 (×1)")
+	var page strings.Builder
+	if err := WriteMarkdown(&page, curveSample(), "benchmarks.svg", ""); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(page.String(), "## The pool at every worker count") || !strings.Contains(page.String(), CurveChart) {
+		t.Errorf("the page has no curve section")
+	}
+}
+
+func TestWriteCurveSVG(t *testing.T) {
+	var out strings.Builder
+	if err := WriteCurveSVG(&out, curveSample()); err != nil {
+		t.Fatal(err)
+	}
+	wellFormed(t, out.String())
+	if lines := strings.Count(out.String(), "<polyline"); lines != 2 {
+		t.Errorf("%d lines, want one per cell (2)", lines)
+	}
+	if pts := strings.Count(out.String(), "<circle"); pts != 4 {
+		t.Errorf("%d points, want 4 (2 cells × 2 worker counts)", pts)
+	}
+}
+
+// A missing program is skipped with its reason, never silently.
+func TestDefaultAnchorsNameWhatIsMissing(t *testing.T) {
+	none := func(string) (string, error) { return "", errors.New("not found") }
+	anchors := DefaultAnchors(t.TempDir(), 2, none)
+	skips := map[string]string{}
+	for _, a := range anchors {
+		skips[a.Name] = a.Skip
+	}
+	for name, want := range map[string]string{
+		"bare net/http":          "bin/clusterapp-bare is missing",
+		"nginx `return 200`":     "nginx is not installed",
+		"Node cluster (Express)": "node is not installed",
+		"PM2 cluster (Express)":  "node is not installed",
+	} {
+		if !strings.Contains(skips[name], want) {
+			t.Errorf("%s: skip %q, want it to say %q", name, skips[name], want)
+		}
+	}
+	all := func(string) (string, error) { return "/usr/bin/x", nil }
+	for _, a := range DefaultAnchors(t.TempDir(), 2, all) {
+		if strings.HasPrefix(a.Name, "PM2") && !strings.Contains(a.Skip, "npm ci") {
+			t.Errorf("PM2 without bin/node-anchor: skip %q, want it to point at npm ci", a.Skip)
+		}
+	}
+}
+
+func TestWriteAnchors(t *testing.T) {
+	res := curveSample()
+	res.Machine.CPUs = 2
+	cell := func(ok int) *CurveCellResult {
+		return &CurveCellResult{Runs: []CurveRun{{Result: &loadgen.Result{OK: ok, Elapsed: time.Second}}}}
+	}
+	res.Anchors = []AnchorResult{
+		{Name: "nginx `return 200`", Note: "the ceiling", Cells: []*CurveCellResult{cell(1900), nil}},
+		{Name: "Node cluster (Express)", Skipped: "node is not installed"},
+	}
+	var out strings.Builder
+	WriteAnchors(&out, res)
+	containsAll(t, "anchors table", out.String(),
+		"| clusterapp pool, 2 workers | 950.0 (1.00×) | 300.0 (1.00×) |",
+		"| clusterapp, 1 process | 1000.0 (1.05×) | 400.0 (1.33×) |",
+		"| nginx `return 200` | 1900.0 (2.00×) | – |",
+		"- Node cluster (Express): **skipped**: node is not installed")
+}

@@ -1,0 +1,243 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/clusterapp/clusterapp/service/config"
+)
+
+// Notes markers: what lies between them in an existing docs/benchmarks.md is
+// written by a person and kept when the page is regenerated.
+const (
+	NotesBegin = "<!-- notes:begin -->"
+	NotesEnd   = "<!-- notes:end -->"
+)
+
+// KeptNotes returns the text between the notes markers of an existing page,
+// or "" when there is none.
+func KeptNotes(page string) string {
+	_, rest, ok := strings.Cut(page, NotesBegin)
+	if !ok {
+		return ""
+	}
+	notes, _, ok := strings.Cut(rest, NotesEnd)
+	if !ok {
+		return ""
+	}
+	return strings.Trim(notes, "\n")
+}
+
+// CurveChart is the file name of the worker-count chart (WriteCurveSVG),
+// beside the page.
+const CurveChart = "benchmarks-curve.svg"
+
+// WriteMarkdown writes the whole docs/benchmarks.md page: machine, method,
+// the tables, a reference to chart (the SVG's file name) and the kept notes.
+func WriteMarkdown(w io.Writer, res *Results, chart, notes string) error {
+	p := &printer{w: w}
+	p.printf("# Benchmarks\n\n")
+	p.printf("Written by `make bench` (`cmd/clusterapp-bench`) on %s. Every number comes from that one run;\n", res.Date.UTC().Format("2006-01-02 15:04 MST"))
+	p.printf("ratios compare configurations measured minutes apart on the same machine. Re-run `make bench` to\nrefresh this page; the notes at the end are kept.\n\n")
+	writeMachine(p, res)
+	writeMethod(p, res)
+	p.printf("## Throughput, closed loop\n\n![2xx responses per second, per route and configuration](%s)\n\n", chart)
+	WriteThroughput(p, res)
+	p.printf("\n## Latency at a fixed rate\n\n")
+	WriteLatency(p, res)
+	p.printf("\n## Memory per worker\n\n")
+	WriteMemory(p, res)
+	if res.Curve != nil {
+		p.printf("\n## The pool at every worker count\n\n![2xx rate of the pool over one process's, by worker count](%s)\n\n", CurveChart)
+		writeCurveMethod(p, res)
+		WriteCurve(p, res)
+		if res.Anchors != nil {
+			p.printf("\n## Against the world\n\n")
+			p.printf("The pool at N = CPUs and one clusterapp process (from the curve above) beside programs outside the\n")
+			p.printf("suite, each run inside the same box on a port of its own while the pool is stopped, loaded by the same\n")
+			p.printf("generator on the same cells (`-c %d -d %s`, %d runs, medians). A program that is missing is named below.\n\n",
+				res.Plan.Curve.Concurrency, res.Plan.Curve.Duration, res.Plan.Curve.Repeats)
+			WriteAnchors(p, res)
+		}
+	}
+	if res.Spike != nil {
+		p.printf("\n## Spike: %s at %gx its sustainable rate\n\n", res.Plan.Spike.Route, res.Plan.Spike.Factor)
+		writeSpikeMethod(p, res)
+		WriteSpike(p, res)
+	}
+	if res.Faults != nil {
+		p.printf("\n## A frozen or crash-looping worker under load\n\n")
+		writeFaultsMethod(p, res)
+		WriteFaults(p, res)
+	}
+	p.printf("\n## Notes\n\n%s\n%s\n%s\n", NotesBegin, notes, NotesEnd)
+	return p.err
+}
+
+func writeMachine(p *printer, res *Results) {
+	m := res.Machine
+	p.printf("## Machine\n\n")
+	p.printf("- CPUs (`nproc`): %d, %s\n- kernel %s, %s\n", m.CPUs, m.Model, m.Kernel, m.Go)
+	p.printf("- load average (1, 5, 15 min) before the run: %s; after: %s (the machine is shared: other work\n  running at the same time moves every number)\n", res.LoadBefore, res.LoadAfter)
+	p.printf("- the suite runs under a real systemd 252 in a `scripts/sandbox` box (own PID, mount and network\n")
+	p.printf("  namespaces); the load generator runs **inside the same box, on the same %d CPUs** as the workers\n", m.CPUs)
+	p.printf("  (except in the spike section, which gives it a CPU of its own),\n")
+	p.printf("  at `nice -n %d` so that its own scheduling delay is not reported as the server's latency.\n\n", loadNice)
+}
+
+func writeMethod(p *printer, res *Results) {
+	plan := res.Plan
+	p.printf("## Method\n\n")
+	p.printf("Each configuration is the body of `%s`; switching to it writes the file,\n", config.EnvFile)
+	p.printf("runs `systemctl daemon-reload`, stops every worker and starts `%s` again (fresh processes).\n", config.TargetUnit)
+	p.printf("GOMAXPROCS is what each worker's `/metrics` reported (`go_sched_gomaxprocs_threads`).\n\n")
+	p.printf("| configuration | workers | GOMAXPROCS per worker | env file | what it is |\n|---|---|---|---|---|\n")
+	for _, cr := range res.Configs {
+		p.printf("| %s | %d | %s | `%s` | %s |\n", cr.Config.Name, cr.Workers, gomaxprocs(cr.GOMAXPROCS),
+			strings.ReplaceAll(strings.TrimSpace(cr.Config.Env), "\n", "` `"), cr.Config.Note)
+	}
+	p.printf("\n- **Result cache: OFF** (`CLUSTERAPP_CACHE_ENTRIES=0`) and per-client rate limit off in every run,\n")
+	p.printf("  so `/fib` is computed every time. Admission control keeps its shipped defaults in the throughput\n")
+	p.printf("  runs (the unit generator gives each worker CPUs/workers requests in flight, at least 1; 250ms wait,\n  then 503): throughput counts 2xx only.\n")
+	p.printf("- Closed loop: `clusterapp-load -c %d -keepalive -d %s` per route and configuration; req/s = 2xx responses / elapsed.\n", plan.Concurrency, plan.Cell)
+	if plan.Repeats > 1 {
+		p.printf("  It runs %d times per route and configuration, one after the other: the tables and the chart give the median\n", plan.Repeats)
+		p.printf("  2xx rate (lowest-highest in brackets) and ratios of medians; the first run's 2xx rate sets the fixed rate below.\n")
+	}
+	p.printf("- Fixed rate: %g%% of the first configuration's (%s) closed-loop 2xx rate, offered to every configuration\n", plan.FixedRateFraction*100, plan.Configs[0].Name)
+	p.printf("  (`-rate R -c %d -d %s`, keep-alive); latency runs from each request's intended send time (no coordinated omission).\n", plan.Concurrency, plan.Cell)
+	p.printf("- Share: max/min of 2xx responses per worker (`X-Worker`) in the closed-loop run; +Inf means a worker got nothing.\n")
+	if res.Plan.Repeats > 1 {
+		p.printf("  The median share over the %d closed-loop runs comes first, every run's in brackets.\n", res.Plan.Repeats)
+	}
+	p.printf("- Memory: VmRSS (and VmHWM, the peak) of each worker's MainPID from `/proc/PID/status` after the configuration's\n")
+	p.printf("  loads. systemd's MemoryCurrent is not available: the sandbox's cgroup2 has no memory controller on this host.\n\n")
+}
+
+func gomaxprocs(byWorker map[string]int) string {
+	if len(byWorker) == 0 {
+		return "?"
+	}
+	var parts []string
+	for _, w := range slices.Sorted(maps.Keys(byWorker)) {
+		parts = append(parts, fmt.Sprintf("%s: %d", w, byWorker[w]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// WriteThroughput writes the closed-loop table: 2xx req/s per route and
+// configuration, against the first configuration and the baseline.
+func WriteThroughput(w io.Writer, res *Results) {
+	p := asPrinter(w)
+	ref := res.Plan.Configs[0].Name
+	p.printf("| route | configuration | 2xx req/s | × %s | × %s | non-2xx (all runs) | errors (all runs) | share max/min |\n|---|---|---|---|---|---|---|---|\n", ref, BaselineName)
+	for _, route := range res.Plan.Routes {
+		for _, cr := range res.Configs {
+			rr := res.route(cr.Config.Name, route)
+			if rr == nil {
+				continue
+			}
+			rate := rr.MedianGoodput()
+			p.printf("| `%s` | %s | %s | %s | %s | %d | %s | %s |\n", route, cr.Config.Name, RateRuns(rr),
+				Ratio(rate, res.goodputOf(ref, route)), Ratio(rate, res.goodputOf(BaselineName, route)),
+				non2xx(rr.ClosedLoops()), Errors(sumRuns(rr.ClosedLoops())), ShareRuns(rr, cr.Workers))
+		}
+	}
+}
+
+// WriteLatency writes the fixed-rate table: percentiles at the same offered
+// load, p99 against the first configuration's.
+func WriteLatency(w io.Writer, res *Results) {
+	p := asPrinter(w)
+	ref := res.Plan.Configs[0].Name
+	p.printf("| route | offered req/s | configuration | p50 | p99 | p99.9 | p99 × %s | non-2xx | errors |\n|---|---|---|---|---|---|---|---|---|\n", ref)
+	for _, route := range res.Plan.Routes {
+		refP99 := 0.0
+		if rr := res.route(ref, route); rr != nil {
+			refP99 = float64(rr.Fixed.Latency.P99)
+		}
+		for _, cr := range res.Configs {
+			rr := res.route(cr.Config.Name, route)
+			if rr == nil {
+				continue
+			}
+			l := rr.Fixed.Latency
+			p.printf("| `%s` | %g | %s | %s | %s | %s | %s | %d | %s |\n", route, rr.FixedRate, cr.Config.Name,
+				Millis(l.P50), Millis(l.P99), Millis(l.P999), Ratio(float64(l.P99), refP99),
+				rr.Fixed.Responses-rr.Fixed.OK, Errors(rr.Fixed))
+		}
+	}
+}
+
+// WriteMemory writes each worker's resident memory after the loads, and the
+// pool's total against the one-process baseline.
+func WriteMemory(w io.Writer, res *Results) {
+	p := asPrinter(w)
+	baseline := 0
+	for _, cr := range res.Configs {
+		if cr.Config.Name == BaselineName {
+			baseline = totalRSS(cr.Memory)
+		}
+	}
+	p.printf("| configuration | VmRSS per worker (peak VmHWM) | total VmRSS | total × %s |\n|---|---|---|---|\n", BaselineName)
+	for _, cr := range res.Configs {
+		var parts []string
+		for _, wk := range cr.Memory {
+			parts = append(parts, fmt.Sprintf("@%s %s (%s)", instance(wk.Unit), MiB(wk.RSS), MiB(wk.PeakRSS)))
+		}
+		total := totalRSS(cr.Memory)
+		p.printf("| %s | %s | %s | %s |\n", cr.Config.Name, strings.Join(parts, "; "), MiB(total), Ratio(float64(total), float64(baseline)))
+	}
+}
+
+func totalRSS(workers []Worker) int {
+	total := 0
+	for _, w := range workers {
+		total += w.RSS
+	}
+	return total
+}
+
+// instance returns N of clusterapp-worker@N.service.
+func instance(unit string) string {
+	_, rest, _ := strings.Cut(unit, "@")
+	return strings.TrimSuffix(rest, ".service")
+}
+
+func (res *Results) goodputOf(config, route string) float64 {
+	if rr := res.route(config, route); rr != nil {
+		return rr.MedianGoodput()
+	}
+	return 0
+}
+
+// printer keeps the first write error so the rendering code reads straight.
+type printer struct {
+	w   io.Writer
+	err error
+}
+
+func asPrinter(w io.Writer) *printer {
+	if p, ok := w.(*printer); ok {
+		return p
+	}
+	return &printer{w: w}
+}
+
+func (p *printer) Write(b []byte) (int, error) {
+	if p.err != nil {
+		return 0, p.err
+	}
+	n, err := p.w.Write(b)
+	p.err = err
+	return n, err
+}
+
+func (p *printer) printf(format string, args ...any) {
+	if p.err == nil {
+		_, p.err = fmt.Fprintf(p.w, format, args...)
+	}
+}

@@ -1,0 +1,134 @@
+// Package admission bounds the work a worker takes on at once.
+//
+// A process that accepts every request queues them all, and each new
+// request slows every other one: under overload every client waits behind
+// all the others (docs/benchmarks.md, "Spike: /fib?n=30 at 10x its
+// sustainable rate", the "protection off" column). Instead, at most
+// MaxInFlight requests run at a time (by default GOMAXPROCS: CPU-bound
+// handlers gain nothing from running more at once than there are threads);
+// a request that finds them all busy waits at most Wait for a slot and is
+// otherwise answered 503 with Retry-After at once, so a client or a front
+// load balancer can go elsewhere while the admitted requests keep their
+// unloaded latency.
+//
+// Health, readiness and metrics are exempt: systemd's watchdog, load
+// balancers and Prometheus must see the truth about an overloaded worker,
+// not queue behind its work.
+package admission
+
+import (
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// Observer counts admission decisions (the metrics package implements it).
+type Observer interface {
+	Admitted(wait time.Duration)
+	Shed()
+}
+
+// Limiter admits at most MaxInFlight requests at a time.
+type Limiter struct {
+	slots      chan struct{}
+	released   atomic.Uint64 // admitted requests finished
+	wait       time.Duration
+	retryAfter string
+	exempt     map[string]bool
+	obs        Observer
+	now        func() time.Time
+}
+
+// Options configure a Limiter.
+type Options struct {
+	MaxInFlight int           // concurrent requests admitted; must be > 0
+	Wait        time.Duration // longest wait for a slot; 0 sheds at once
+	RetryAfter  time.Duration // sent in Retry-After (whole seconds, at least 1)
+	Exempt      []string      // paths never limited
+	Observer    Observer      // optional
+	// Now is the clock a request's wait for a slot is measured on (what
+	// Observer.Admitted is told); default time.Now.
+	Now func() time.Time
+}
+
+// New returns a Limiter.
+func New(opts Options) *Limiter {
+	exempt := map[string]bool{}
+	for _, p := range opts.Exempt {
+		exempt[p] = true
+	}
+	secs := max(int(opts.RetryAfter.Round(time.Second)/time.Second), 1)
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Limiter{
+		slots: make(chan struct{}, opts.MaxInFlight), wait: opts.Wait,
+		retryAfter: strconv.Itoa(secs), exempt: exempt, obs: opts.Observer, now: now,
+	}
+}
+
+// Middleware admits or sheds each request before next sees it.
+func (l *Limiter) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if l.exempt[r.URL.Path] {
+			next.ServeHTTP(w, r)
+			return
+		}
+		waited, ok := l.acquire(r)
+		if !ok {
+			if l.obs != nil {
+				l.obs.Shed()
+			}
+			w.Header().Set("Retry-After", l.retryAfter)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"error":"worker at capacity, retry later","status":503}` + "\n"))
+			return
+		}
+		defer l.release()
+		if l.obs != nil {
+			l.obs.Admitted(waited)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (l *Limiter) release() {
+	<-l.slots
+	l.released.Add(1)
+}
+
+// acquire takes a slot at once, or within the wait, or gives up.
+func (l *Limiter) acquire(r *http.Request) (time.Duration, bool) {
+	select {
+	case l.slots <- struct{}{}:
+		return 0, true
+	default:
+	}
+	if l.wait <= 0 {
+		return 0, false
+	}
+	start := l.now()
+	t := time.NewTimer(l.wait) // a real timer; Now only measures the wait
+	defer t.Stop()
+	select {
+	case l.slots <- struct{}{}:
+		return l.now().Sub(start), true
+	case <-t.C:
+		return l.wait, false
+	case <-r.Context().Done():
+		return l.now().Sub(start), false
+	}
+}
+
+// InFlight is the number of admitted requests running now.
+func (l *Limiter) InFlight() int { return len(l.slots) }
+
+// Slots reports the slots, how many are taken now, and how many admitted
+// requests have finished since the start: what a Governor needs to tell
+// long requests holding every slot from many short ones.
+func (l *Limiter) Slots() SlotUse {
+	return SlotUse{Slots: cap(l.slots), InFlight: len(l.slots), Released: l.released.Load()}
+}

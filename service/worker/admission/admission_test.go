@@ -1,0 +1,133 @@
+package admission
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+type counts struct{ admitted, shed atomic.Int32 }
+
+func (c *counts) Admitted(time.Duration) { c.admitted.Add(1) }
+func (c *counts) Shed()                  { c.shed.Add(1) }
+
+func TestShedsBeyondCapacity(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 10)
+	c := &counts{}
+	l := New(Options{MaxInFlight: 2, Wait: 0, RetryAfter: 2 * time.Second, Exempt: []string{"/healthz"}, Observer: c})
+	h := l.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" {
+			entered <- struct{}{}
+			<-release
+		}
+	}))
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() { h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/fib", nil)) })
+	}
+	<-entered
+	<-entered
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/fib", nil))
+	if rec.Code != 503 || rec.Header().Get("Retry-After") != "2" {
+		t.Fatalf("third request: %d Retry-After=%q, want 503 and 2", rec.Code, rec.Header().Get("Retry-After"))
+	}
+	// health is never queued behind work
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+	if rec.Code != 200 {
+		t.Fatalf("/healthz at capacity: %d", rec.Code)
+	}
+	close(release)
+	wg.Wait()
+	if c.admitted.Load() != 2 || c.shed.Load() != 1 || l.InFlight() != 0 {
+		t.Fatalf("admitted %d shed %d in flight %d", c.admitted.Load(), c.shed.Load(), l.InFlight())
+	}
+}
+
+func TestWaitsForAFreeSlot(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	l := New(Options{MaxInFlight: 1, Wait: 10 * time.Second})
+	h := l.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("block") != "" {
+			entered <- struct{}{}
+			<-release
+		}
+	}))
+	go h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/?block=1", nil))
+	<-entered
+	done := make(chan int)
+	go func() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		done <- rec.Code
+	}()
+	close(release) // the slot frees up within the wait
+	if code := <-done; code != 200 {
+		t.Fatalf("waiting request got %d, want 200", code)
+	}
+}
+
+type waits struct {
+	mu   sync.Mutex
+	seen []time.Duration
+}
+
+func (w *waits) Admitted(d time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen = append(w.seen, d)
+}
+func (w *waits) Shed() {}
+
+// The wait the Observer is told is read on Options.Now: a clock that moves
+// 7 s between its two readings reports 7 s, whatever the real wait was.
+func TestWaitIsMeasuredOnTheInjectedClock(t *testing.T) {
+	var reads atomic.Int64
+	waiting := make(chan struct{})
+	now := func() time.Time {
+		n := reads.Add(1)
+		if n == 1 {
+			close(waiting) // only a request waiting for a slot reads the clock
+		}
+		return time.Unix(1000+7*(n-1), 0)
+	}
+	obs := &waits{}
+	l := New(Options{MaxInFlight: 1, Wait: time.Minute, Observer: obs, Now: now})
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	h := l.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("block") != "" {
+			entered <- struct{}{}
+			<-release
+		}
+	}))
+	go h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/?block=1", nil))
+	<-entered
+	done := make(chan int)
+	go func() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		done <- rec.Code
+	}()
+	select {
+	case <-waiting:
+	case <-time.After(5 * time.Second):
+		close(release)
+		t.Fatal("the request waiting for a slot never read Options.Now")
+	}
+	close(release)
+	if code := <-done; code != 200 {
+		t.Fatalf("waiting request got %d, want 200", code)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if len(obs.seen) != 2 || obs.seen[0] != 0 || obs.seen[1] != 7*time.Second {
+		t.Fatalf("waits reported %v, want [0s 7s]: the first admitted at once, the second timed on Options.Now", obs.seen)
+	}
+}

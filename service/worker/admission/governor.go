@@ -1,0 +1,182 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"time"
+)
+
+// Governor moves GOMAXPROCS between a Procs policy's two levels.
+//
+// It wakes up every Tick (every Idle while no request runs) and looks at two
+// things: how late its own wake-up was, and how the admission slots were
+// used since the previous one. A late wake-up alone may be the kernel giving
+// the CPU to another process, or a burst of short requests; admitted
+// requests holding their slots for Late or longer on average alone may be
+// waiting on I/O, with the Ps free. Both at once mean the serving path
+// waited behind long requests: rejections, /healthz and the watchdog probe
+// wait the same way. One such wake-up at the base level raises GOMAXPROCS to
+// the serving level. There, lateness says nothing (the spare P serves on
+// time), so what keeps it raised is the cause itself: every slot taken by
+// requests that hold it for Late or longer on average. After Hold without,
+// it returns to the base (and comes back at the next late wake-up if the
+// cause does).
+//
+// Process CPU time was tried as the second signal and dropped: threads in
+// system calls hold no P, so on new-connection load the kernel time of
+// accept4 and close made short requests look like computing Ps, and user
+// time alone missed a pinned worker in a spike, whose rejections took a
+// large share of its CPU while its admitted requests waited
+// (docs/benchmarks.md, "The pool at every worker count: GOMAXPROCS, and the
+// shared accept").
+//
+// The cost is one timer and a few atomic loads per wake-up, and a
+// stop-the-world of a few microseconds at each change; no request does any
+// work for it.
+type Governor struct {
+	Procs Procs
+	// Slots reports the admission slots' use (Limiter.Slots); required.
+	Slots func() SlotUse
+	// Set applies a GOMAXPROCS value; nil means runtime.GOMAXPROCS.
+	Set func(int) int
+	// Now is the clock the lateness is read on; nil means time.Now.
+	Now func() time.Time
+	// Changed, when set, is told of every change and why.
+	Changed func(from, to int, why string)
+	// Tick, Idle, Late and Hold default to DefaultTick, DefaultIdle,
+	// DefaultLate and DefaultHold.
+	Tick, Idle, Late, Hold time.Duration
+}
+
+// Defaults of a Governor's periods.
+const (
+	// DefaultTick is the wake-up period while requests run: a computing
+	// request holds the serving path up for at most about this long (plus
+	// Go's preemption) before the spare P arrives.
+	DefaultTick = 10 * time.Millisecond
+	// DefaultIdle is the wake-up period while no request runs.
+	DefaultIdle = 100 * time.Millisecond
+	// DefaultLate is the lateness that counts as the serving path waiting,
+	// and the average slot hold that counts as a long request.
+	DefaultLate = 2 * time.Millisecond
+	// DefaultHold is how long the slots must stop being held by long
+	// requests before the spare P goes. Each return to the base under
+	// CPU-bound load costs one late wake-up before the raise, so it is rare.
+	DefaultHold = 10 * time.Second
+)
+
+// SlotUse is the state of a worker's admission slots.
+type SlotUse struct {
+	Slots, InFlight int
+	Released        uint64 // admitted requests finished so far
+}
+
+// sample is what one wake-up saw.
+type sample struct {
+	wall time.Duration // since the previous wake-up
+	late time.Duration // how late this wake-up was
+	// long: requests ran, and those that finished held their slot for Late
+	// or more on average (fewer than Slots*wall/Late of them finished).
+	long bool
+	// full: every slot is taken now.
+	full bool
+	// idle: no request ran or finished.
+	idle bool
+}
+
+// observe turns two readings of the slots wall apart into a sample's slot
+// fields.
+func observe(before, now SlotUse, wall, late time.Duration) sample {
+	finished := now.Released - before.Released
+	s := sample{wall: wall, full: now.Slots > 0 && now.InFlight >= now.Slots, idle: finished == 0 && now.InFlight == 0}
+	s.long = !s.idle && float64(finished)*float64(late) < float64(max(now.Slots, 1))*float64(wall)
+	return s
+}
+
+// governorState is the Governor's memory between wake-ups.
+type governorState struct {
+	procs int           // the level in force
+	calm  time.Duration // time at the serving level without long requests in every slot
+}
+
+// step decides the level after sample s; it returns why the level changed
+// ("" when it did not).
+func (g *Governor) step(st *governorState, s sample) (why string) {
+	p := g.Procs
+	switch {
+	case st.procs == p.Base && s.long && s.late >= g.late():
+		st.procs, st.calm = p.Serving, 0
+		return fmt.Sprintf("requests held their slots %v or more on average and a goroutine waited %v for a P",
+			g.late(), s.late.Round(100*time.Microsecond))
+	case st.procs == p.Serving && s.long && s.full:
+		st.calm = 0
+	case st.procs == p.Serving:
+		if st.calm += s.wall; st.calm >= g.hold() {
+			st.procs, st.calm = p.Base, 0
+			return fmt.Sprintf("no long requests in every slot for %v", g.hold())
+		}
+	}
+	return ""
+}
+
+// period is how long to sleep after sample s.
+func (g *Governor) period(st *governorState, s sample) time.Duration {
+	if st.procs == g.Procs.Base && s.idle {
+		return or(g.Idle, DefaultIdle)
+	}
+	return or(g.Tick, DefaultTick)
+}
+
+// Run applies the base level and governs until ctx ends. With Base ==
+// Serving, or without Slots, it only applies the base. It returns ctx's
+// error.
+func (g *Governor) Run(ctx context.Context) error {
+	set, now := g.Set, g.Now
+	if set == nil {
+		set = runtime.GOMAXPROCS
+	}
+	if now == nil {
+		now = time.Now
+	}
+	st := &governorState{procs: g.Procs.Base}
+	if was := set(st.procs); was != st.procs && g.Changed != nil {
+		g.Changed(was, st.procs, "the base level: as many Ps as admission slots")
+	}
+	if g.Procs.Serving == g.Procs.Base || g.Slots == nil {
+		return nil
+	}
+	lastSlots, last, wait := g.Slots(), now(), or(g.Tick, DefaultTick)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		at, slots := now(), g.Slots()
+		s := observe(lastSlots, slots, at.Sub(last), g.late())
+		s.late = at.Sub(last) - wait
+		last, lastSlots = at, slots
+		from := st.procs
+		if why := g.step(st, s); why != "" {
+			set(st.procs)
+			if g.Changed != nil {
+				g.Changed(from, st.procs, why)
+			}
+		}
+		wait = g.period(st, s)
+		t.Reset(wait)
+	}
+}
+
+func (g *Governor) late() time.Duration { return or(g.Late, DefaultLate) }
+func (g *Governor) hold() time.Duration { return or(g.Hold, DefaultHold) }
+
+func or(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}

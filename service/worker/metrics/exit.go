@@ -1,0 +1,49 @@
+package metrics
+
+import (
+	"fmt"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/clusterapp/clusterapp/service/worker/internal/shm"
+	"github.com/sirupsen/logrus"
+)
+
+// RecordExit counts one end of worker number's process under result
+// (systemd's $SERVICE_RESULT, as the unit's ExecStopPost= passes it) in the
+// pool's table in dir. A worker cannot count its own death by the watchdog's
+// SIGABRT; systemd knows why the process ended and tells the command it runs
+// after it.
+func RecordExit(dir string, routes []string, worker, result string, log *logrus.Entry) error {
+	n, err := strconv.Atoi(worker)
+	if err != nil || n < 1 || n > Slots {
+		return fmt.Errorf("worker %q: expected a worker number from 1 to %d", worker, Slots)
+	}
+	lay := newLayout(routes)
+	r, err := shm.Open(dir, lay.table, log)
+	if err != nil {
+		return fmt.Errorf("metrics table: %w", err)
+	}
+	defer r.Close()
+	i := len(ExitResults) - 1 // other
+	for j, name := range ExitResults {
+		if name == result {
+			i = j
+		}
+	}
+	atomic.AddUint64(&r.Words()[(n-1)*lay.perSlot+wExits+i], 1)
+	return nil
+}
+
+// View maps the pool's table in dir read-only, for an operator command:
+// Workers then lists the live workers. fs.ErrNotExist when no worker has
+// built the table.
+func View(dir string, routes []string) (*Metrics, error) {
+	m := &Metrics{lay: newLayout(routes), self: -1, shared: true}
+	r, err := shm.OpenReadOnly(dir, m.lay.table)
+	if err != nil {
+		return nil, err
+	}
+	m.region, m.words = r, r.Words()
+	return m, nil
+}

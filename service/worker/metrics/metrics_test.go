@@ -1,0 +1,314 @@
+package metrics
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/sirupsen/logrus/hooks/test"
+	"golang.org/x/sys/unix"
+)
+
+var routes = []string{"/", "/fib", "unmatched"}
+
+func newWorker(t *testing.T, dir, name string) (*Metrics, *test.Hook) {
+	t.Helper()
+	l, hook := test.NewNullLogger()
+	m := New(Options{Worker: name, Version: "test", Routes: routes, Dir: dir, Desired: 2, Start: time.Now(), Log: logrus.NewEntry(l)})
+	return m, hook
+}
+
+// serve sends n requests answered with code through route's instruments.
+func serve(m *Metrics, route string, code, n int) {
+	h := m.Instrument(route)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(code) }))
+	for range n {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+	}
+}
+
+func scrape(t *testing.T, m *Metrics) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	return rec.Body.String()
+}
+
+func value(t *testing.T, m *Metrics, name, labels string) float64 {
+	t.Helper()
+	v, ok := lookup(scrape(t, m), name, labels)
+	if !ok {
+		t.Fatalf("no %s{%s} in the scrape", name, labels)
+	}
+	return v
+}
+
+// lookup finds the sample name{labels} (labels exactly as exposed, sorted;
+// "" for none) in a scrape.
+func lookup(scrape, name, labels string) (float64, bool) {
+	series := name + " "
+	if labels != "" {
+		series = name + "{" + labels + "} "
+	}
+	for _, line := range strings.Split(scrape, "\n") {
+		if rest, ok := strings.CutPrefix(line, series); ok {
+			var v float64
+			if _, err := fmt.Sscan(rest, &v); err == nil {
+				return v, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// Whichever worker answers, the scrape holds every live worker's series.
+func TestOneScrapeShowsThePool(t *testing.T) {
+	dir := t.TempDir()
+	w1, _ := newWorker(t, dir, "1")
+	w2, _ := newWorker(t, dir, "2")
+	if !w1.Shared() || !w2.Shared() {
+		t.Fatal("workers 1 and 2 do not share the table")
+	}
+	serve(w1, "/", 200, 3)
+	serve(w2, "/", 200, 5)
+	serve(w2, "/fib", 429, 1)
+	for _, m := range []*Metrics{w1, w2} {
+		if got := value(t, m, "clusterapp_http_requests_total", `code="200",route="/",worker="1"`); got != 3 {
+			t.Errorf("worker 1's requests = %v, want 3", got)
+		}
+		if got := value(t, m, "clusterapp_http_requests_total", `code="200",route="/",worker="2"`); got != 5 {
+			t.Errorf("worker 2's requests = %v, want 5", got)
+		}
+		if got := value(t, m, "clusterapp_http_requests_total", `code="429",route="/fib",worker="2"`); got != 1 {
+			t.Errorf("worker 2's 429s = %v, want 1", got)
+		}
+		if got := value(t, m, "clusterapp_pool_workers", ""); got != 2 {
+			t.Errorf("pool workers = %v, want 2", got)
+		}
+		if got := value(t, m, "clusterapp_http_request_duration_seconds_count", `route="/",worker="2"`); got != 5 {
+			t.Errorf("worker 2's duration count = %v, want 5", got)
+		}
+	}
+	if strings.Contains(scrape(t, w1), `instance=`) {
+		t.Error("a series carries an instance label, which Prometheus renames exported_instance")
+	}
+}
+
+// A restarted worker continues its counters; while it is gone, its series
+// leave the scrape and the pool counts one worker fewer.
+func TestRestartContinuesCounters(t *testing.T) {
+	dir := t.TempDir()
+	w1, _ := newWorker(t, dir, "1")
+	w2, _ := newWorker(t, dir, "2")
+	serve(w2, "/", 200, 4)
+	if err := w2.Close(); err != nil { // the process is gone: the kernel drops its claim
+		t.Fatal(err)
+	}
+	if s := scrape(t, w1); strings.Contains(s, `worker="2"`) {
+		t.Errorf("a stopped worker's series are still scraped:\n%s", s)
+	}
+	if got := value(t, w1, "clusterapp_pool_workers", ""); got != 1 {
+		t.Errorf("pool workers = %v, want 1", got)
+	}
+	w2, _ = newWorker(t, dir, "2")
+	serve(w2, "/", 200, 1)
+	if got := value(t, w1, "clusterapp_http_requests_total", `code="200",route="/",worker="2"`); got != 5 {
+		t.Errorf("worker 2's requests after its restart = %v, want 5 (4 + 1: counters continue)", got)
+	}
+	if got := value(t, w1, "clusterapp_worker_starts_total", `worker="2"`); got != 2 {
+		t.Errorf("worker 2's starts = %v, want 2", got)
+	}
+	if got := value(t, w1, "clusterapp_http_requests_in_flight", `worker="2"`); got != 0 {
+		t.Errorf("in flight after a restart = %v, want 0 (gauges restart)", got)
+	}
+}
+
+// Two processes claiming one worker's slot: the second counts alone, says
+// so, and never writes into the first one's numbers.
+func TestSlotHeldTwice(t *testing.T) {
+	dir := t.TempDir()
+	first, _ := newWorker(t, dir, "3")
+	second, hook := newWorker(t, dir, "3")
+	if !first.Shared() || second.Shared() {
+		t.Fatalf("shared: first %v, second %v; want only the first", first.Shared(), second.Shared())
+	}
+	if e := hook.LastEntry(); e == nil || !strings.Contains(e.Message, "another process running as this worker") {
+		t.Errorf("no warning naming the cause: %v", e)
+	}
+	serve(second, "/", 200, 2)
+	if got := value(t, first, "clusterapp_http_requests_total", `code="200",route="/",worker="3"`); got != 0 {
+		t.Errorf("the first process's count = %v, want 0: the second one counted into its slot", got)
+	}
+}
+
+// Standalone (no runtime directory, not a worker number): the process
+// counts alone under its own name.
+// Each route's 200 series is there, at 0, before the first request: a
+// series born mid-window with its count high loses that count to rate().
+func TestSeriesStartAtZero(t *testing.T) {
+	m, _ := newWorker(t, "", "1")
+	for _, r := range routes {
+		if got := value(t, m, "clusterapp_http_requests_total", `code="200",route="`+r+`",worker="1"`); got != 0 {
+			t.Errorf("route %s: %v before any request, want 0", r, got)
+		}
+	}
+}
+
+func TestStandaloneCountsAlone(t *testing.T) {
+	m, _ := newWorker(t, "", "pid-42")
+	serve(m, "/", 200, 1)
+	if got := value(t, m, "clusterapp_http_requests_total", `code="200",route="/",worker="pid-42"`); got != 1 {
+		t.Errorf("requests = %v, want 1", got)
+	}
+}
+
+// The exits systemd reports after the process ends are counted by result.
+func TestRecordExit(t *testing.T) {
+	dir := t.TempDir()
+	w1, _ := newWorker(t, dir, "1")
+	l, _ := test.NewNullLogger()
+	for _, r := range []string{"watchdog", "watchdog", "signal", "something-new"} {
+		if err := RecordExit(dir, routes, "1", r, logrus.NewEntry(l)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for result, want := range map[string]float64{"watchdog": 2, "signal": 1, "other": 1, "success": 0} {
+		if got := value(t, w1, "clusterapp_worker_exits_total", `result="`+result+`",worker="1"`); got != want {
+			t.Errorf("exits{result=%q} = %v, want %v", result, got, want)
+		}
+	}
+	if err := RecordExit(dir, routes, "pid-3", "watchdog", logrus.NewEntry(l)); err == nil || !strings.Contains(err.Error(), "worker number") {
+		t.Errorf("a worker name that is no number: %v", err)
+	}
+}
+
+// More distinct codes than a route has entries for land in code="other".
+func TestCodesBeyondTheTableAreOther(t *testing.T) {
+	m, _ := newWorker(t, "", "1")
+	for c := range codeEntries + 2 {
+		serve(m, "/", 200+c, 1)
+	}
+	if got := value(t, m, "clusterapp_http_requests_total", `code="other",route="/",worker="1"`); got != 2 {
+		t.Errorf("other = %v, want 2", got)
+	}
+}
+
+func TestUnknownRoutePanics(t *testing.T) {
+	m, _ := newWorker(t, "", "1")
+	defer func() {
+		if recover() == nil {
+			t.Error("Instrument accepted a route the table has no place for")
+		}
+	}()
+	m.Instrument("/nope")(http.NotFoundHandler())
+}
+
+// The accept queue is read from the shared socket itself (TCP_INFO): its
+// length and limit, and time seen full is counted once per period for the
+// whole pool.
+func TestListenQueue(t *testing.T) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(fd, 1); err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), "listener")
+	ln, err := net.FileListener(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for range 2 { // never accepted: they wait in the queue
+		c, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	dir := t.TempDir()
+	w1, _ := newWorker(t, dir, "1")
+	w2, _ := newWorker(t, dir, "2")
+	w1.WatchListeners([]net.Listener{ln})
+	w2.WatchListeners([]net.Listener{ln})
+	addr := `address="` + ln.Addr().String() + `"`
+	if got := value(t, w1, "clusterapp_listen_queue_limit", addr); got != 1 {
+		t.Errorf("limit = %v, want 1", got)
+	}
+	if got := value(t, w1, "clusterapp_listen_queue_length", addr); got < 1 {
+		t.Errorf("length = %v, want at least 1", got)
+	}
+	w1.sampleQueues()
+	w2.sampleQueues() // the same period: not counted twice
+	if got := value(t, w2, "clusterapp_listen_queue_full_seconds_total", ""); got != queueEvery.Seconds() {
+		t.Errorf("full seconds = %v, want one period, %v", got, queueEvery.Seconds())
+	}
+}
+
+// Names lists exactly the families a scrape holds, so the shipped rules and
+// dashboard (packaging/examples_test.go) are checked against the real ones.
+func TestNamesMatchTheScrape(t *testing.T) {
+	m, _ := newWorker(t, t.TempDir(), "1")
+	m.WatchBalanceGate(func() bool { return true })
+	m.WatchRateLimitTable(func() string { return "shared" })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	m.WatchListeners([]net.Listener{ln})
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, mf := range mfs {
+		got = append(got, mf.GetName())
+	}
+	want := append([]string(nil), Names()...)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("a scrape holds\n%v\nNames() says\n%v", got, want)
+	}
+}
+
+// reporter is a writer that records its status, as the worker's server gives
+// every handler.
+type reporter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *reporter) WriteHeader(code int) { r.status = code; r.ResponseWriter.WriteHeader(code) }
+func (r *reporter) Status() int          { return r.status }
+
+// Given a writer that reports its status, Instrument counts by it and hands
+// the handler that writer itself, not a wrapper of its own.
+func TestInstrumentUsesTheWritersStatus(t *testing.T) {
+	m, _ := newWorker(t, t.TempDir(), "1")
+	var seen http.ResponseWriter
+	h := m.Instrument("/fib")(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = w
+		w.WriteHeader(http.StatusTeapot)
+	}))
+	rw := &reporter{ResponseWriter: httptest.NewRecorder()}
+	h.ServeHTTP(rw, httptest.NewRequest("GET", "/fib", nil))
+	if seen != rw {
+		t.Errorf("the handler got %T, want the reporting writer itself", seen)
+	}
+	if v := value(t, m, "clusterapp_http_requests_total", `code="418",route="/fib",worker="1"`); v != 1 {
+		t.Errorf("code 418 counted %v times, want 1", v)
+	}
+}

@@ -1,0 +1,138 @@
+package worker
+
+import (
+	"context"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/worker/admission"
+	"github.com/clusterapp/clusterapp/service/worker/cache"
+	"github.com/clusterapp/clusterapp/service/worker/internal/shm"
+	"github.com/clusterapp/clusterapp/service/worker/metrics"
+	"github.com/clusterapp/clusterapp/service/worker/ratelimit"
+	"github.com/sirupsen/logrus"
+)
+
+// protection is the spike-traffic machinery a worker is configured with:
+// built once at start, before anything serves.
+type protection struct {
+	maxInFlight int
+	procs       admission.Procs // GOMAXPROCS levels; govern applies them
+	cfg         config.Config
+	limiter     *ratelimit.Limiter // nil when there is no rate limit
+	keeper      *ratelimit.Keeper  // nil when the limiter's table is this process's for good (standalone)
+}
+
+// newProtection sizes admission control and, when a limit is set, puts the
+// rate limiter on the shared table in the units' common RuntimeDirectory
+// ($RUNTIME_DIRECTORY, /run/clusterapp). When that table cannot be opened,
+// the limiter runs on CLUSTERAPP_RATE_LIMIT_FALLBACK (a table of its own, or
+// none: limited routes answer 503) and a goroutine retries for the life of
+// the process, until it opens. The table stays mapped until the process
+// exits.
+func newProtection(cfg config.Config, env env, log *logrus.Entry) protection {
+	p := protection{cfg: cfg, maxInFlight: cfg.MaxInFlight}
+	if p.maxInFlight == 0 {
+		p.maxInFlight = runtime.GOMAXPROCS(0)
+	}
+	_, explicit := os.LookupEnv("GOMAXPROCS")
+	current := runtime.GOMAXPROCS(0)
+	p.procs = admission.PlanProcs(current, p.maxInFlight, explicit)
+	if runtime.GOMAXPROCS(p.procs.Base); p.procs.Base != current {
+		log.WithFields(logrus.Fields{"gomaxprocs": p.procs.Base, "was": current, "max_in_flight": p.maxInFlight}).
+			Info("GOMAXPROCS lowered to the admission slots: more Ps than requests running at once only wake threads for nothing")
+	}
+	if p.procs.TooFew {
+		log.WithFields(logrus.Fields{"gomaxprocs": p.procs.Base, "max_in_flight": p.maxInFlight}).
+			Warn("GOMAXPROCS is not above CLUSTERAPP_MAX_IN_FLIGHT: when every slot computes, rejections and /healthz wait for Go's 10 ms preemption; unset GOMAXPROCS to let the worker add a P while they do")
+	}
+	if cfg.RateLimit > 0 {
+		p.limiter, p.keeper = newRateLimiter(cfg, env, log)
+	}
+	log.WithFields(logrus.Fields{
+		"max_in_flight": p.maxInFlight, "gomaxprocs": p.procs.Base, "gomaxprocs_serving": p.procs.Serving, "admission_wait": cfg.AdmissionWait,
+		"rate_limit": cfg.RateLimit, "rate_burst": cfg.RateBurst, "cache_entries": cfg.CacheEntries,
+		"request_timeout": cfg.RequestTimeout, "rate_limit_table": p.tableMode(),
+	}).Info("protection")
+	return p
+}
+
+// govern adds the serving path's spare P while long requests hold every
+// admission slot and the serving path waits, and drops it after, until ctx
+// ends (admission.Governor); with the operator's GOMAXPROCS it does nothing.
+func (p protection) govern(ctx context.Context, lim *admission.Limiter, log *logrus.Entry) {
+	g := &admission.Governor{Procs: p.procs, Slots: lim.Slots, Changed: func(from, to int, why string) {
+		log.WithFields(logrus.Fields{"gomaxprocs": to, "was": from}).Info("GOMAXPROCS: " + why)
+	}}
+	_ = g.Run(ctx) // returns ctx's error once the worker stops
+}
+
+// apply sets the protection fields of o, observed by m, and returns the
+// tools it builds for the routes (the cache).
+func (p protection) apply(o *StackOptions, m *metrics.Metrics) Tools {
+	o.Admission = admission.New(admission.Options{
+		MaxInFlight: p.maxInFlight, Wait: p.cfg.AdmissionWait, RetryAfter: time.Second,
+		Exempt: Unprotected, Observer: m,
+	})
+	if p.limiter != nil {
+		trusted, _ := config.ParsePrefixes(p.cfg.TrustedProxies) // validated by config.Load
+		exempt := map[string]bool{}
+		for _, path := range Unprotected {
+			exempt[path] = true
+		}
+		o.RateLimit = &ratelimit.Guard{
+			Limiter: p.limiter, Trusted: trusted, Exempt: exempt, Observer: m,
+			IPv4Prefix: p.cfg.RateLimitIPv4Prefix, IPv6Prefix: p.cfg.RateLimitIPv6Prefix,
+		}
+		m.WatchRateLimitTable(p.tableMode)
+	}
+	var t Tools
+	if p.cfg.CacheEntries > 0 {
+		t.Cache = cache.New(p.cfg.CacheEntries, int64(p.cfg.CacheBytes), m)
+	}
+	return t
+}
+
+// newRateLimiter returns the limiter on the shared table, or on the
+// operator's fallback while that cannot be opened (keeper retries it).
+// Without a RUNTIME_DIRECTORY (a standalone worker) its table is the
+// process's own for good, and keeper is nil.
+func newRateLimiter(cfg config.Config, env env, log *logrus.Entry) (*ratelimit.Limiter, *ratelimit.Keeper) {
+	clock, err := shm.MonotonicClock()
+	if err != nil {
+		log.WithError(err).Warn("rate limit: CLOCK_MONOTONIC unreadable; this worker's times are on its own scale, bounded by the burst in the shared table")
+	}
+	l := ratelimit.NewLimiter(nil, cfg.RateLimit, cfg.RateBurst, clock)
+	dir := env.runtimeDir
+	if dir == "" {
+		l.SetTable(ratelimit.NewLocal(cfg.RateLimitSlots))
+		log.Warn("no RUNTIME_DIRECTORY: the rate limit applies to this process only, not to the whole service")
+		return l, nil
+	}
+	fallback := ratelimit.ModeLocal
+	if cfg.RateLimitFallback == config.RateLimitClosed {
+		fallback = ratelimit.ModeClosed
+	}
+	k := ratelimit.Keep(l, ratelimit.KeepOptions{
+		Open:     func() (*ratelimit.Table, error) { return ratelimit.OpenShared(dir, cfg.RateLimitSlots, log) },
+		Fallback: fallback, Slots: cfg.RateLimitSlots, Log: log,
+	})
+	// For the life of the process: there is no context to end it, and it
+	// returns as soon as the shared table opens (at once when it did).
+	go k.Run(context.Background())
+	return l, k
+}
+
+// tableMode names the table the rate limit is on: shared, local or closed
+// ("" without a rate limit).
+func (p protection) tableMode() string {
+	switch {
+	case p.keeper != nil:
+		return string(p.keeper.Mode())
+	case p.limiter != nil:
+		return string(ratelimit.ModeLocal)
+	}
+	return ""
+}

@@ -1,0 +1,163 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/worker/cache"
+	"github.com/clusterapp/clusterapp/service/worker/probe"
+	"github.com/sirupsen/logrus"
+)
+
+// Route is one route of a service: an exact path, the methods it answers
+// (a GET route answers HEAD too; another method gets a JSON 405 with an
+// Allow header) and its handler.
+type Route struct {
+	Path    string
+	Methods []string
+	Handler http.HandlerFunc
+	// Computes puts the request's context under CLUSTERAPP_REQUEST_TIMEOUT's
+	// deadline. Only routes that compute and read their context want one: a
+	// timer context per request is a measurable cost on the fast routes
+	// (docs/benchmarks.md, "handler stack").
+	Computes bool
+}
+
+// Tools are what the worker lends a service's routes when it builds them.
+type Tools struct {
+	Name   string        // the worker's name, as X-Worker shows it
+	Config config.Config // the CLUSTERAPP_* settings the worker runs with
+	// Cache is the response cache CLUSTERAPP_CACHE_ENTRIES sizes, counted
+	// in the worker's metrics; nil when the cache is off.
+	Cache *cache.Cache
+	Log   *logrus.Entry
+}
+
+// Routes builds a service's routes on the worker's tools. It must return
+// the same paths, in the same order, whatever the tools: the paths lay out
+// the pool's shared metrics table, which every process of the pool (and
+// `clusterapp exited`, run after a worker's process ends) must place alike.
+type Routes func(Tools) []Route
+
+// The worker's own routes, served before a service's: liveness (the
+// watchdog's probe), readiness, and the fault-injection routes behind
+// CLUSTERAPP_DEBUG_ENDPOINTS.
+const (
+	ReadyPath = "/readyz"
+	crashPath = "/debug/crash"
+	hangPath  = "/debug/hang"
+	leakPath  = "/debug/leak"
+)
+
+// Unprotected are the routes admission control and the rate limit never
+// apply to: systemd's watchdog, load balancers and Prometheus must see an
+// overloaded worker as it is, not queue behind its work.
+var Unprotected = []string{probe.Path, ReadyPath}
+
+// unmatched is the route label of requests no route matches.
+const unmatched = "unmatched"
+
+// Labels are the route labels the worker counts requests under with
+// routes: the service's paths, the worker's own routes (debug ones
+// included, so every worker lays out the shared metrics table alike
+// whatever its settings), and "unmatched".
+func Labels(routes Routes) []string {
+	var labels []string
+	if routes != nil {
+		for _, r := range routes(Tools{}) {
+			labels = append(labels, r.Path)
+		}
+	}
+	return append(labels, probe.Path, ReadyPath, crashPath, hangPath, leakPath, unmatched)
+}
+
+// router dispatches on the exact path, counting each route under its label
+// in the metrics, and answers 404 and 405 in JSON.
+func (s *Stack) router(routes []Route) http.Handler {
+	table := map[string]http.Handler{}
+	add := func(r Route) {
+		methods := r.Methods
+		if len(methods) == 0 {
+			methods = []string{http.MethodGet}
+		}
+		if slices.Contains(methods, http.MethodGet) && !slices.Contains(methods, http.MethodHead) {
+			methods = append(slices.Clip(methods), http.MethodHead)
+		}
+		h := r.Handler
+		if r.Computes {
+			h = s.deadline(h)
+		}
+		table[r.Path] = s.opts.Metrics.Instrument(r.Path)(allowOnly(methods, h))
+	}
+	for _, r := range routes {
+		add(r)
+	}
+	add(Route{Path: probe.Path, Handler: s.healthz})
+	add(Route{Path: ReadyPath, Handler: s.readyz})
+	if s.opts.DebugEndpoints {
+		add(Route{Path: crashPath, Methods: []string{http.MethodGet, http.MethodPost}, Handler: s.crash})
+		add(Route{Path: hangPath, Methods: []string{http.MethodGet, http.MethodPost}, Handler: s.hang})
+		add(Route{Path: leakPath, Methods: []string{http.MethodGet, http.MethodPost}, Handler: s.leak})
+	}
+	notFound := s.opts.Metrics.Instrument(unmatched)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		Error(w, http.StatusNotFound, "no route for "+r.URL.Path, nil)
+	}))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h, ok := table[r.URL.Path]; ok {
+			h.ServeHTTP(w, r)
+			return
+		}
+		notFound.ServeHTTP(w, r)
+	})
+}
+
+// allowOnly answers a JSON 405 with an Allow header to other methods.
+func allowOnly(methods []string, next http.HandlerFunc) http.Handler {
+	allow := strings.Join(methods, ", ")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !slices.Contains(methods, r.Method) {
+			w.Header().Set("Allow", allow)
+			Error(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed on "+r.URL.Path, map[string]any{"allow": methods})
+			return
+		}
+		next(w, r)
+	})
+}
+
+// deadline bounds a computing route's context by RequestTimeout.
+func (s *Stack) deadline(next http.HandlerFunc) http.HandlerFunc {
+	if s.opts.RequestTimeout <= 0 {
+		return next
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), s.opts.RequestTimeout)
+		defer cancel()
+		next(w, r.WithContext(ctx))
+	}
+}
+
+// JSON writes v as a JSON response with the given status.
+func JSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v) // the client may be gone; nothing to do about it
+}
+
+// Error writes the worker's error body, {"error": msg, "status": code,
+// ...extra}: every refusal of the suite (404, 405, 413, 429, 503) reads
+// alike.
+func Error(w http.ResponseWriter, status int, msg string, extra map[string]any) {
+	body := map[string]any{"error": msg, "status": status}
+	for k, v := range extra {
+		body[k] = v
+	}
+	JSON(w, status, body)
+}
+
+// since is the time from start to now on the stack's clock.
+func (s *Stack) since(start time.Time) time.Duration { return s.opts.Now().Sub(start) }

@@ -1,0 +1,315 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/clusterapp/clusterapp/service/worker/internal/fdlimit"
+	"github.com/clusterapp/clusterapp/service/worker/probe"
+	"github.com/sirupsen/logrus"
+)
+
+// Options configure a Server. Zero durations disable the matching timeout
+// except where noted.
+type Options struct {
+	ReadHeaderTimeout time.Duration // required (slowloris guard)
+	ReadTimeout       time.Duration
+	WriteTimeout      time.Duration
+	IdleTimeout       time.Duration
+	MaxHeaderBytes    int
+	ShutdownTimeout   time.Duration // required: the longest a drain waits for connections
+	DrainIdleGrace    time.Duration // idle time after which a draining connection is closed
+	// MaxRequests recycles the worker after this many requests plus a
+	// random 0..MaxRequestsJitter; 0 disables.
+	MaxRequests       int
+	MaxRequestsJitter int
+	// ConnObservers are told about every connection opened and closed.
+	ConnObservers []ConnObserver
+	// WrapListener, when set, wraps each listener before serving (the
+	// balancer's accept gate).
+	WrapListener func(net.Listener) net.Listener
+	// KeepAliveRequests ends a keep-alive connection (Connection: close)
+	// after this many requests, so long-lived clients are redistributed
+	// over the workers, like nginx's keepalive_requests; 0 = unlimited.
+	KeepAliveRequests int
+	// KeepAliveTime ends a keep-alive connection at its first response
+	// after it has been open this long, like nginx's keepalive_time: a
+	// restarted worker gets its share back within it even on slow routes,
+	// where KeepAliveRequests takes minutes; 0 = no limit.
+	KeepAliveTime time.Duration
+	// Now is the clock KeepAliveTime, DrainIdleGrace, ShutdownTimeout and
+	// the open-file limit's warning interval are read on; default time.Now.
+	// Timers (net/http's timeouts, the drain's polling) stay real.
+	Now func() time.Time
+	Log *logrus.Entry
+}
+
+// ConnObserver is told when client connections open and close.
+type ConnObserver interface {
+	ConnOpened()
+	ConnClosed()
+}
+
+// ReuseObserver, when a ConnObserver implements it too, learns whether
+// clients reuse connections: ConnReused(true) when a connection begins its
+// second request, ConnReused(false) when one closes having carried at most
+// one. Calls are serialised.
+type ReuseObserver interface {
+	ConnReused(reused bool)
+}
+
+// Server is an http.Server with connection tracking, a lossless drain and
+// request-count recycling.
+type Server struct {
+	opts     Options
+	srv      *http.Server
+	handler  http.Handler
+	limit    uint64 // recycle after this many requests; 0 = never
+	recycle  chan struct{}
+	recycled sync.Once
+	fds      *fdlimit.Guard // holds accepts back at the open-file limit
+
+	ready    atomic.Bool
+	draining atomic.Bool
+	served   atomic.Uint64
+	inFlight atomic.Int64
+
+	mu         sync.Mutex
+	conns      map[net.Conn]connInfo
+	drainStart time.Time
+	listeners  []net.Listener
+	serving    sync.WaitGroup
+}
+
+type connInfo struct {
+	state    http.ConnState
+	since    time.Time // when it became idle (or opened); set in states New and Idle only
+	requests int       // times the connection became active
+}
+
+// New wraps handler. The server does not serve until Serve.
+func New(opts Options, handler http.Handler) *Server {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	s := &Server{opts: opts, conns: map[net.Conn]connInfo{}, recycle: make(chan struct{})}
+	if opts.MaxRequests > 0 {
+		s.limit = uint64(opts.MaxRequests) + jitter(opts.MaxRequestsJitter)
+	}
+	s.handler = s.track(handler)
+	s.fds = fdlimit.New(fdlimit.Options{Now: opts.Now, Log: opts.Log, Connections: func() int { return s.Stats().Connections }})
+	s.srv = &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: opts.ReadHeaderTimeout,
+		ReadTimeout:       opts.ReadTimeout,
+		WriteTimeout:      opts.WriteTimeout,
+		IdleTimeout:       opts.IdleTimeout,
+		MaxHeaderBytes:    opts.MaxHeaderBytes,
+		ConnState:         s.connState,
+		ErrorLog:          newErrorLog(opts.Log),
+		ConnContext: func(ctx context.Context, _ net.Conn) context.Context {
+			return context.WithValue(ctx, connStatsKey{}, &connStats{opened: s.opts.Now()})
+		},
+	}
+	return s
+}
+
+// jitter is a random 0..max, for any max: rand.IntN(max+1) overflows (and
+// panics) at the largest int, which CLUSTERAPP_MAX_REQUESTS_JITTER once let
+// through.
+func jitter(max int) uint64 {
+	if max <= 0 {
+		return 0
+	}
+	return rand.Uint64N(uint64(max) + 1)
+}
+
+// Handler is the full stack the server serves, for in-process health probes.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// RecycleLimit is the request count after which the worker recycles; 0 = never.
+func (s *Server) RecycleLimit() uint64 { return s.limit }
+
+// Recycle is closed once the worker has served RecycleLimit requests.
+func (s *Server) Recycle() <-chan struct{} { return s.recycle }
+
+// Ready reports whether the server accepts work: set by SetReady, false
+// again once draining.
+func (s *Server) Ready() bool { return s.ready.Load() && !s.draining.Load() }
+
+// SetReady marks the server ready (after the first successful self-probe).
+func (s *Server) SetReady() { s.ready.Store(true) }
+
+// Stats is a snapshot for status lines.
+type Stats struct {
+	Served      uint64
+	InFlight    int64
+	Connections int
+	Draining    bool
+}
+
+// Stats returns current counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	n := len(s.conns)
+	s.mu.Unlock()
+	return Stats{Served: s.served.Load(), InFlight: s.inFlight.Load(), Connections: n, Draining: s.draining.Load()}
+}
+
+// Serve starts serving on every listener and returns at once. Errors of a
+// listener that fails while not draining are sent to errc.
+//
+// Each listener is wrapped so that, at the open-file limit, accepts wait in
+// the shared backlog instead of failing (package fdlimit); a connection that
+// closes wakes them. The balancer's WrapListener goes around that.
+func (s *Server) Serve(listeners []net.Listener, errc chan<- error) {
+	guarded := make([]net.Listener, len(listeners))
+	for i, l := range listeners {
+		guarded[i] = s.fds.Wrap(l)
+	}
+	s.mu.Lock()
+	s.listeners = guarded // Drain closes these, which also ends a wait at the limit
+	s.mu.Unlock()
+	for _, l := range guarded {
+		if s.opts.WrapListener != nil {
+			l = s.opts.WrapListener(l)
+		}
+		s.serving.Add(1)
+		go func() {
+			defer s.serving.Done()
+			err := s.srv.Serve(l)
+			if s.draining.Load() || errors.Is(err, http.ErrServerClosed) {
+				return
+			}
+			errc <- fmt.Errorf("serve %s: %w", l.Addr(), err)
+		}()
+	}
+}
+
+// track counts requests, marks responses Connection: close while draining,
+// and triggers recycling.
+func (s *Server) track(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if probe.Marked(r.Context()) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		s.inFlight.Add(1)
+		defer s.inFlight.Add(-1)
+		n := s.served.Add(1)
+		if s.limit > 0 && n >= s.limit {
+			s.recycled.Do(func() {
+				s.opts.Log.WithField("requests", n).Info("request limit reached; recycling this worker")
+				close(s.recycle)
+			})
+		}
+		last := false
+		if st, ok := r.Context().Value(connStatsKey{}).(*connStats); ok {
+			n := st.requests.Add(1)
+			k, t := s.opts.KeepAliveRequests, s.opts.KeepAliveTime
+			last = (k > 0 && n >= int64(k)) || (t > 0 && s.opts.Now().Sub(st.opened) >= t)
+		}
+		next.ServeHTTP(&closingWriter{ResponseWriter: w, draining: &s.draining, last: last}, r)
+	})
+}
+
+// connStatsKey holds a connection's *connStats in its context.
+type connStatsKey struct{}
+
+// connStats is what the keep-alive bounds need to know about a connection.
+type connStats struct {
+	requests atomic.Int64
+	opened   time.Time
+}
+
+// closingWriter adds Connection: close when the header is written during a
+// drain, so requests that began before the drain also end their connection,
+// and on a connection's last allowed request. It records the status too
+// (Status), so the per-route metrics need no writer of their own.
+type closingWriter struct {
+	http.ResponseWriter
+	draining *atomic.Bool
+	last     bool
+	status   int // the first status written; 0 before the header
+}
+
+func (w *closingWriter) WriteHeader(code int) {
+	if w.status == 0 && (code < 100 || code >= 200) { // 1xx (103 Early Hints) come before the status
+		w.status = code
+		if w.last || w.draining.Load() {
+			w.Header().Set("Connection", "close")
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *closingWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Status is the status written, 200 when the handler wrote nothing (what
+// net/http then sends).
+func (w *closingWriter) Status() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
+}
+
+func (w *closingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (s *Server) connState(c net.Conn, state http.ConnState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch state {
+	case http.StateNew:
+		s.conns[c] = connInfo{state: state, since: s.opts.Now()}
+		for _, o := range s.opts.ConnObservers {
+			o.ConnOpened()
+		}
+	case http.StateActive, http.StateIdle:
+		if info, ok := s.conns[c]; ok {
+			info.state = state
+			if state == http.StateIdle {
+				info.since = s.opts.Now() // only idle connections are timed (closeIdle)
+			} else {
+				info.requests++
+				if info.requests == 2 {
+					s.reused(true)
+				}
+			}
+			s.conns[c] = info
+		}
+	case http.StateClosed, http.StateHijacked:
+		if state == http.StateClosed {
+			s.fds.Released() // net/http has closed the descriptor by now
+		}
+		if info, ok := s.conns[c]; ok {
+			delete(s.conns, c)
+			if info.requests <= 1 {
+				s.reused(false)
+			}
+			for _, o := range s.opts.ConnObservers {
+				o.ConnClosed()
+			}
+		}
+	}
+}
+
+func (s *Server) reused(reused bool) {
+	for _, o := range s.opts.ConnObservers {
+		if r, ok := o.(ReuseObserver); ok {
+			r.ConnReused(reused)
+		}
+	}
+}

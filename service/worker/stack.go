@@ -1,0 +1,172 @@
+package worker
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/clusterapp/clusterapp/service/worker/admission"
+	"github.com/clusterapp/clusterapp/service/worker/metrics"
+	"github.com/clusterapp/clusterapp/service/worker/probe"
+	"github.com/clusterapp/clusterapp/service/worker/ratelimit"
+	"github.com/sirupsen/logrus"
+)
+
+// StackOptions are what the handler stack is built from. Run fills them
+// from the configuration; a test or benchmark of a service's routes fills
+// them directly and gets the stack a client reaches, without a server.
+type StackOptions struct {
+	Name           string           // X-Worker header value
+	Routes         []Route          // the service's routes
+	Metrics        *metrics.Metrics // required; its Options.Routes are Labels of the routes
+	Log            *logrus.Entry    // required
+	MaxBodyBytes   int64            // request body cap; 0 means no body is accepted
+	AccessLog      bool             // log one line per request
+	DebugEndpoints bool             // serve /debug/crash, /debug/hang, /debug/leak
+	RequestTimeout time.Duration    // deadline of the computing routes (Route.Computes)
+	Ready          func() bool      // false while starting or draining: /readyz answers 503
+	Crash          func()           // ends the process with a non-zero status (/debug/crash)
+	Now            func() time.Time // the clock of the access log; time.Now when nil
+
+	// Protection, each optional (nil: off).
+	RateLimit *ratelimit.Guard
+	Admission *admission.Limiter
+}
+
+// Stack is the handler stack a request passes through, outermost first:
+// common headers and body cap, access log, per-client rate limit, admission
+// control, routing with per-route metrics, the request deadline on the
+// computing routes, the route. The cheapest refusals come first.
+//
+// Requests pass through the stack's state lock (read side) on their way in.
+// /debug/hang takes its write side and never releases it: every later
+// request, the watchdog's health probe included, blocks the way it would
+// behind a real deadlock, so the health-gated watchdog has something real to
+// catch.
+type Stack struct {
+	opts    StackOptions
+	handler http.Handler
+	state   sync.RWMutex // read-held by every request; write-held forever by /debug/hang
+	leaked  [][]byte     // memory retained by /debug/leak, guarded by state
+}
+
+// NewStack builds the stack.
+func NewStack(o StackOptions) *Stack {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	s := &Stack{opts: o}
+	var h = s.router(o.Routes)
+	if o.Admission != nil {
+		h = o.Admission.Middleware(h)
+	}
+	if o.RateLimit != nil {
+		h = o.RateLimit.Middleware(h)
+	}
+	if o.AccessLog {
+		h = s.accessLog(h)
+	}
+	s.handler = s.common(h)
+	return s
+}
+
+// ServeHTTP serves r through the whole stack.
+func (s *Stack) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// common sets X-Worker on every response, enforces the body cap and passes
+// through the state lock.
+//
+// Per request it allocates nothing of its own: the X-Worker value is one
+// slice shared by every response (its length is its capacity, so a
+// handler's Header().Add copies it rather than appending into it), and a
+// request without a body (net/http gives it http.NoBody: most GETs) needs no
+// MaxBytesReader.
+func (s *Stack) common(next http.Handler) http.Handler {
+	worker := []string{s.opts.Name}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["X-Worker"] = worker
+		if r.ContentLength > s.opts.MaxBodyBytes {
+			Error(w, http.StatusRequestEntityTooLarge, "request body too large", map[string]any{"max_bytes": s.opts.MaxBodyBytes})
+			return
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
+		}
+		s.state.RLock()
+		s.state.RUnlock() // empty on purpose: requests only wait here while /debug/hang holds the lock
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Stack) accessLog(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := s.opts.Now()
+		sw := &metrics.StatusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		if probe.Marked(r.Context()) {
+			return
+		}
+		s.opts.Log.WithFields(logrus.Fields{
+			"method": r.Method, "path": r.URL.Path, "status": sw.Status(),
+			"duration_ms": float64(s.since(start).Microseconds()) / 1000, "remote": r.RemoteAddr,
+		}).Info("request")
+	})
+}
+
+// healthz is liveness: the worker's handler stack answers. The watchdog
+// probes this route in-process, so a worker that cannot answer it stops
+// pinging systemd.
+func (s *Stack) healthz(w http.ResponseWriter, _ *http.Request) {
+	JSON(w, http.StatusOK, map[string]any{"status": "ok", "worker": s.opts.Name})
+}
+
+// readyz is readiness: 503 while the worker starts or drains, so a load
+// balancer in front stops sending it new work.
+func (s *Stack) readyz(w http.ResponseWriter, _ *http.Request) {
+	if s.opts.Ready != nil && !s.opts.Ready() {
+		JSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "worker": s.opts.Name})
+		return
+	}
+	JSON(w, http.StatusOK, map[string]any{"status": "ready", "worker": s.opts.Name})
+}
+
+// maxLeakMiB bounds one /debug/leak request.
+const maxLeakMiB = 1024
+
+// crash ends the process with a non-zero status, as an unhandled error would.
+func (s *Stack) crash(http.ResponseWriter, *http.Request) {
+	s.opts.Log.Error("crashing on request to " + crashPath)
+	s.opts.Crash()
+}
+
+// hang takes the state lock and never releases it. Every request after it
+// (health probe included) blocks behind it, like a real deadlock.
+func (s *Stack) hang(http.ResponseWriter, *http.Request) {
+	s.opts.Log.Warn("wedging the worker on request to " + hangPath + ": every request will now block")
+	s.state.Lock()
+	select {} // hold the lock forever; the request is never answered
+}
+
+// leak retains mb MiB of touched memory until the process ends.
+func (s *Stack) leak(w http.ResponseWriter, r *http.Request) {
+	mb, err := strconv.Atoi(r.URL.Query().Get("mb"))
+	if err != nil || mb < 1 || mb > maxLeakMiB {
+		Error(w, http.StatusBadRequest, fmt.Sprintf("parameter mb must be an integer from 1 to %d", maxLeakMiB),
+			map[string]any{"parameter": "mb", "min": 1, "max": maxLeakMiB})
+		return
+	}
+	buf := make([]byte, mb<<20)
+	for i := 0; i < len(buf); i += 4096 {
+		buf[i] = 1 // touch every page so it is resident, not just reserved
+	}
+	s.state.Lock()
+	s.leaked = append(s.leaked, buf)
+	total := 0
+	for _, b := range s.leaked {
+		total += len(b)
+	}
+	s.state.Unlock()
+	JSON(w, http.StatusOK, map[string]any{"leaked_mib": mb, "retained_mib": total >> 20})
+}
