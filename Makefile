@@ -21,11 +21,12 @@ TEST_TIMEOUT ?= 30m
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
 
-build: ## build bin/clusterapp and bin/clusterapp-load
+build: ## build bin/clusterapp, clusterapp-load, clusterapp-bare and clusterapp-hello (docs/own-handler.md)
 	@echo ">> building $(PKG_VERSION)"
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/clusterapp ./cmd/clusterapp
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/clusterapp-load ./cmd/clusterapp-load
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/clusterapp-bare ./cmd/clusterapp-bare
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/clusterapp-hello ./cmd/clusterapp-hello
 
 test: test-deps build check ## every test: static checks, unit, process, and the suite under real systemd (root; installs the tools it needs)
 	@echo ">> go test (integration tests need root and systemd; they skip with a reason otherwise)"
