@@ -153,7 +153,7 @@ func writeStatus(w io.Writer, r statusReport) error {
 			orDashInt(s.PID), uptime(s.UptimeSec), s.Restarts, memory(s.MemoryBytes), cpu(s.CPU), ptrInt(s.Served), ptrUint(s.RequestsTotal), ptrInt(s.InFlight), ptrInt(s.Queued))
 	}
 	if len(r.Workers) == 0 {
-		fmt.Fprintln(tw, "(no worker loaded: the pool starts with the first connection, or systemctl start clusterapp.target)")
+		fmt.Fprintln(tw, "(no worker loaded: the pool starts with the first connection, or systemctl start "+config.TargetUnit+")")
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -247,7 +247,7 @@ func (s Settings) Files(cpus int) (map[string]string, error) {
 		// shipped address, which may be wider than the operator meant.
 		// The reason goes to the journal; the unit says where to look and
 		// holds nothing of the operator's file.
-		sock := unitfile.New(header).Comment("clusterapp.socket must not listen: CLUSTERAPP_LISTEN is invalid, or the file cannot be").
+		sock := unitfile.New(header).Comment(config.SocketUnit + " must not listen: CLUSTERAPP_LISTEN is invalid, or the file cannot be").
 			Comment("read as systemd reads it. `clusterapp config --check " + config.EnvFile + "` says why.")
 		files[config.SocketUnit+".d/50-env.conf"] = sock.Section("Socket").Set("ListenStream", "")
 	case s.sets("LISTEN") || s.sets("BACKLOG"):
@@ -264,7 +264,7 @@ func (s Settings) Files(cpus int) (map[string]string, error) {
 
 	switch {
 	case s.MetricsRefused != "":
-		sock := unitfile.New(header).Comment("clusterapp-metrics.socket must not listen: CLUSTERAPP_METRICS_LISTEN is invalid.").
+		sock := unitfile.New(header).Comment(config.MetricsSocketUnit + " must not listen: CLUSTERAPP_METRICS_LISTEN is invalid.").
 			Comment("`clusterapp config --check " + config.EnvFile + "` says why.")
 		files[config.MetricsSocketUnit+".d/50-env.conf"] = sock.Section("Socket").Set("ListenStream", "")
 	case s.sets("METRICS_LISTEN"):

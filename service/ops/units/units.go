@@ -19,7 +19,7 @@ var (
 	// ErrNoJournalAccess: not root and in none of the journal's groups.
 	ErrNoJournalAccess = errors.New("reading the workers' journal needs root or membership of the systemd-journal or adm group (usermod -aG adm USER)")
 	ErrNoSystemd       = errors.New("systemd is not running on this machine (no /run/systemd/system)")
-	ErrNotInstalled    = errors.New("clusterapp's units are not installed (clusterapp.socket not found; see README, \"Installing the units\")")
+	ErrNotInstalled    = errors.New("clusterapp's units are not installed (" + config.SocketUnit + " not found; see README, \"Installing the units\")")
 )
 
 // Worker is one worker unit as systemd reports it.

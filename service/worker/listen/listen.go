@@ -31,6 +31,7 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/clusterapp/clusterapp/service/config"
 	"github.com/coreos/go-systemd/v22/activation"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
@@ -124,7 +125,7 @@ func (e env) listeners(serviceAddr, metricsAddr string, log *logrus.Entry) (Set,
 	}
 	if len(set.Service) == 0 {
 		set.Close()
-		return Set{}, "", fmt.Errorf("systemd passed only the metrics socket (LISTEN_FDNAMES=%q): expected the service socket too (Sockets=clusterapp.socket)", e.getenv("LISTEN_FDNAMES"))
+		return Set{}, "", fmt.Errorf("systemd passed only the metrics socket (LISTEN_FDNAMES=%q): expected the service socket too (Sockets=%s)", e.getenv("LISTEN_FDNAMES"), config.SocketUnit)
 	}
 	return set, Activated, nil
 }
