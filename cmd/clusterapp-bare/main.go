@@ -25,7 +25,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/clusterapp/clusterapp/service/app"
+	"github.com/clusterapp/clusterapp/service/app/workload"
 )
 
 func main() {
@@ -73,7 +73,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 }
 
 // Mux is the seed routes with net/http alone: same paths, bodies and
-// workloads (app.Fib, app.SumOfSquares) as the worker's.
+// workloads (workload.Fib, workload.SumOfSquares) as the worker's.
 func Mux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
@@ -87,11 +87,11 @@ func Mux() *http.ServeMux {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"fib":%d,"n":%d}`+"\n", app.Fib(n), n)
+		fmt.Fprintf(w, `{"fib":%d,"n":%d}`+"\n", workload.Fib(n), n)
 	})
 	mux.HandleFunc("GET /slow", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"count": app.SlowCount, "sum_of_squares": app.SumOfSquares(app.SlowCount)})
+		_ = json.NewEncoder(w).Encode(map[string]any{"count": workload.SlowCount, "sum_of_squares": workload.SumOfSquares(workload.SlowCount)})
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

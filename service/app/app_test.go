@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clusterapp/clusterapp/service/app/workload"
 	"github.com/clusterapp/clusterapp/service/config"
 	"github.com/clusterapp/clusterapp/service/worker"
 	"github.com/clusterapp/clusterapp/service/worker/cache"
@@ -70,7 +71,7 @@ func TestRoutes(t *testing.T) {
 		}
 	}
 	rec := do(h, "GET", "/slow")
-	if got := decode(t, rec); rec.Code != 200 || got["count"] != float64(SlowCount) || got["sum_of_squares"].(float64) <= 0 {
+	if got := decode(t, rec); rec.Code != 200 || got["count"] != float64(workload.SlowCount) || got["sum_of_squares"].(float64) <= 0 {
 		t.Errorf("/slow = %d %v", rec.Code, got)
 	}
 	if rec := do(h, "DELETE", "/fib"); rec.Code != 405 {

@@ -3,6 +3,8 @@ package app
 import (
 	"net/http/httptest"
 	"testing"
+
+	"github.com/clusterapp/clusterapp/service/app/workload"
 )
 
 // BenchmarkHandlerStack measures the whole handler stack (headers, body cap,
@@ -23,6 +25,6 @@ func BenchmarkHandlerStack(b *testing.B) {
 // BenchmarkFib is the bare recursive workload, the baseline for the stack.
 func BenchmarkFib(b *testing.B) {
 	for b.Loop() {
-		Fib(20)
+		workload.Fib(20)
 	}
 }

@@ -3,29 +3,17 @@ package app
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
 
+	"github.com/clusterapp/clusterapp/service/app/workload"
 	"github.com/clusterapp/clusterapp/service/worker"
 )
 
 // defaultFibN is the n the articles use: fibonacci(40) costs about a second
 // of CPU in Node.js and a few hundred milliseconds in Go.
 const defaultFibN = 40
-
-// SlowCount is the size of the /slow workload: 100,000 random numbers.
-const SlowCount = 100_000
-
-// Fib computes the nth Fibonacci number by naive recursion, on purpose: it is
-// the CPU-bound workload of the articles, and must cost the same every time.
-func Fib(n int) uint64 {
-	if n < 2 {
-		return uint64(n)
-	}
-	return Fib(n-1) + Fib(n-2)
-}
 
 // helloWorld is the / body, one slice for every response.
 var helloWorld = []byte("Hello World!\n")
@@ -52,7 +40,7 @@ const fibLeaf = 22
 
 func (f *fibRun) fib(n int) uint64 {
 	if n <= fibLeaf {
-		return Fib(n)
+		return workload.Fib(n)
 	}
 	if f.err == nil {
 		f.err = f.ctx.Err()
@@ -99,22 +87,8 @@ func (a *app) fib(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(body) // a write error means the client left
 }
 
-// SumOfSquares fills count random float64s in [0,1) and returns the sum of
-// their squares: the articles' /slow route, an allocation plus a loop.
-func SumOfSquares(count int) float64 {
-	nums := make([]float64, count)
-	for i := range nums {
-		nums[i] = rand.Float64()
-	}
-	var sum float64
-	for _, x := range nums {
-		sum += x * x
-	}
-	return sum
-}
-
 func (a *app) slow(w http.ResponseWriter, _ *http.Request) {
-	worker.JSON(w, http.StatusOK, map[string]any{"count": SlowCount, "sum_of_squares": SumOfSquares(SlowCount)})
+	worker.JSON(w, http.StatusOK, map[string]any{"count": workload.SlowCount, "sum_of_squares": workload.SumOfSquares(workload.SlowCount)})
 }
 
 // fibN reads n from a /fib query, or says what is wrong with it. A query
