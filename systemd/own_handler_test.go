@@ -17,7 +17,7 @@ const helloDropIn = `[Service]
 ExecStart=
 ExecStart=/usr/bin/clusterapp-hello serve --instance %i
 ExecStopPost=
-ExecStopPost=-/usr/bin/clusterapp-hello exited --instance %i
+ExecStopPost=-+/usr/bin/clusterapp-hello exited --instance %i
 `
 
 // Another program on package worker (cmd/clusterapp-hello) runs on the

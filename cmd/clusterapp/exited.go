@@ -1,8 +1,6 @@
 package main
 
 import (
-	"io"
-
 	"github.com/clusterapp/clusterapp/service/app"
 	"github.com/clusterapp/clusterapp/service/worker"
 	"github.com/spf13/cobra"
@@ -10,7 +8,7 @@ import (
 
 // newExitedCommand is exited's command line. Hidden from help: only the
 // worker unit runs it.
-func newExitedCommand(stderr io.Writer) *cobra.Command {
+func newExitedCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:    "exited",
 		Short:  "Count how worker N's process ended (run by the worker unit's ExecStopPost=)",
@@ -22,12 +20,7 @@ func newExitedCommand(stderr io.Writer) *cobra.Command {
 		if *instance == "" {
 			return usagef(cmd, "--instance is required (run by the worker unit's ExecStopPost=, with $SERVICE_RESULT set)")
 		}
-		return runExited(*instance, stderr)
+		return worker.RecordExit(*instance, app.Routes)
 	}
 	return cmd
-}
-
-// runExited counts how a worker's process ended (worker.RecordExit).
-func runExited(name string, stderr io.Writer) error {
-	return worker.RecordExit(name, app.Routes, stderr)
 }

@@ -6,21 +6,21 @@ import (
 	"sync/atomic"
 
 	"github.com/clusterapp/clusterapp/service/worker/internal/shm"
-	"github.com/sirupsen/logrus"
 )
 
 // RecordExit counts one end of worker number's process under result
 // (systemd's $SERVICE_RESULT, as the unit's ExecStopPost= passes it) in the
 // pool's table in dir. A worker cannot count its own death by the watchdog's
 // SIGABRT; systemd knows why the process ended and tells the command it runs
-// after it.
-func RecordExit(dir string, routes []string, worker, result string, log *logrus.Entry) error {
+// after it. It only adds to a table a worker built (shm.OpenExisting): the
+// command runs as root, and a file it built would be unusable by the workers.
+func RecordExit(dir string, routes []string, worker, result string) error {
 	n, err := strconv.Atoi(worker)
 	if err != nil || n < 1 || n > Slots {
 		return fmt.Errorf("worker %q: expected a worker number from 1 to %d", worker, Slots)
 	}
 	lay := newLayout(routes)
-	r, err := shm.Open(dir, lay.table, log)
+	r, err := shm.OpenExisting(dir, lay.table)
 	if err != nil {
 		return fmt.Errorf("metrics table: %w", err)
 	}
