@@ -53,18 +53,11 @@ type Options struct {
 
 // Clock is the retry timer's source, injected so tests fire it.
 type Clock interface {
-	// Now is no longer read: the guard's wall clock is Options.Now, the
-	// seam every package of the worker takes.
-	//
-	// Deprecated: set Options.Now. Now stays so that existing Clock values
-	// still satisfy the interface.
-	Now() time.Time
 	After(d time.Duration) <-chan time.Time
 }
 
 type realClock struct{}
 
-func (realClock) Now() time.Time                         { return time.Now() }
 func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // Guard holds back the accepts of the listeners it wraps while the process
