@@ -177,19 +177,12 @@ func (r *Runner) anchor(ctx context.Context, plan Plan, a Anchor) ([]*CurveCellR
 			return nil, fmt.Errorf("anchor %s: %w", a.Name, err)
 		}
 	}
-	argv := []string{"systemd-run", "--quiet", "--collect", "--unit=" + anchorUnit, "--property=KillMode=control-group"}
-	for _, e := range a.Env {
-		argv = append(argv, "--setenv="+e)
+	stop, err := r.startAnchor(ctx, a)
+	if err != nil {
+		return nil, err
 	}
-	if _, err := r.Box.Exec(ctx, time.Minute, append(argv, a.Argv...)...); err != nil {
-		return nil, fmt.Errorf("anchor %s: %w: %v", a.Name, errAnchorDidNotStart, err)
-	}
-	defer func() { _, _ = r.Box.Exec(context.Background(), time.Minute, "systemctl", "stop", anchorUnit) }()
-	base := fmt.Sprintf("http://127.0.0.1:%d", a.Port)
-	if err := r.Box.WaitServing(ctx, base+a.Routes[0], 20*time.Second); err != nil {
-		logs, _ := r.Box.Exec(ctx, 10*time.Second, "journalctl", "-u", anchorUnit, "-n", "5", "--no-pager", "-o", "cat")
-		return nil, fmt.Errorf("%w within 20 s: %v; its journal: %s", errAnchorDidNotStart, err, strings.TrimSpace(logs))
-	}
+	defer stop()
+	base := a.base()
 	var cells []*CurveCellResult
 	for _, cell := range cp.Cells {
 		if !slices.Contains(a.Routes, cell.Route) {
@@ -210,6 +203,28 @@ func (r *Runner) anchor(ctx context.Context, plan Plan, a Anchor) ([]*CurveCellR
 		cells = append(cells, cr)
 	}
 	return cells, nil
+}
+
+// base is the anchor's URL without a path.
+func (a Anchor) base() string { return fmt.Sprintf("http://127.0.0.1:%d", a.Port) }
+
+// startAnchor starts a as the transient unit anchorUnit and waits until it
+// answers its first route; stop stops it.
+func (r *Runner) startAnchor(ctx context.Context, a Anchor) (stop func(), err error) {
+	argv := []string{"systemd-run", "--quiet", "--collect", "--unit=" + anchorUnit, "--property=KillMode=control-group"}
+	for _, e := range a.Env {
+		argv = append(argv, "--setenv="+e)
+	}
+	if _, err := r.Box.Exec(ctx, time.Minute, append(argv, a.Argv...)...); err != nil {
+		return nil, fmt.Errorf("anchor %s: %w: %v", a.Name, errAnchorDidNotStart, err)
+	}
+	stop = func() { _, _ = r.Box.Exec(context.Background(), time.Minute, "systemctl", "stop", anchorUnit) }
+	if err := r.Box.WaitServing(ctx, a.base()+a.Routes[0], 20*time.Second); err != nil {
+		logs, _ := r.Box.Exec(ctx, 10*time.Second, "journalctl", "-u", anchorUnit, "-n", "5", "--no-pager", "-o", "cat")
+		stop()
+		return nil, fmt.Errorf("%w within 20 s: %v; its journal: %s", errAnchorDidNotStart, err, strings.TrimSpace(logs))
+	}
+	return stop, nil
 }
 
 // copyTree copies the host directory dir into the box at to, as one tar

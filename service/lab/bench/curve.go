@@ -104,21 +104,23 @@ func CurveConfiguration(n int) Configuration {
 	}
 }
 
+// baselineOf is the plan's "1 process" configuration (BaselineName), the
+// default one when the plan has none.
+func baselineOf(plan Plan) Configuration {
+	for _, c := range plan.Configs {
+		if c.Name == BaselineName {
+			return c
+		}
+	}
+	return DefaultConfigurations(plan.CPUs)[3]
+}
+
 // curve measures plan.Curve: the baseline configuration (one process with
 // GOMAXPROCS = CPUs) first, then each worker count.
 func (r *Runner) curve(ctx context.Context, plan Plan) (*CurveResult, error) {
 	cp := plan.Curve
-	var baseline Configuration
-	for _, c := range plan.Configs {
-		if c.Name == BaselineName {
-			baseline = c
-		}
-	}
-	if baseline.Name == "" {
-		baseline = DefaultConfigurations(plan.CPUs)[3]
-	}
 	out := &CurveResult{}
-	configs := []Configuration{baseline}
+	configs := []Configuration{baselineOf(plan)}
 	for _, n := range cp.Workers {
 		configs = append(configs, CurveConfiguration(n))
 	}

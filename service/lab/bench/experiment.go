@@ -38,6 +38,9 @@ type Plan struct {
 	// Anchors are programs outside the suite measured on the curve's
 	// cells; nil (or no Curve) skips them.
 	Anchors *AnchorPlan
+	// Stack is the handler stack against the bare anchor of Anchors,
+	// alternating; nil skips it.
+	Stack *StackPlan
 	// Spike is the spike scenario; nil skips it.
 	Spike *SpikePlan
 	// Faults is the frozen and crash-looping worker scenario; nil skips it.
@@ -72,6 +75,7 @@ type Results struct {
 	Configs               []ConfigResult
 	Curve                 *CurveResult
 	Anchors               []AnchorResult
+	Stack                 *StackResult
 	Spike                 *SpikeResult
 	Faults                *FaultResult
 }
@@ -158,6 +162,11 @@ func (r *Runner) Run(ctx context.Context, plan Plan) (*Results, error) {
 			return nil, err
 		}
 		res.Curve = curve
+		if plan.Stack != nil {
+			if res.Stack, err = r.stack(ctx, plan); err != nil {
+				return nil, err
+			}
+		}
 		if plan.Anchors != nil {
 			if res.Anchors, err = r.anchors(ctx, plan); err != nil {
 				return nil, err

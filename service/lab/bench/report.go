@@ -62,6 +62,14 @@ func WriteMarkdown(w io.Writer, res *Results, chart, notes string) error {
 				res.Plan.Curve.Concurrency, res.Plan.Curve.Duration, res.Plan.Curve.Repeats)
 			WriteAnchors(p, res)
 		}
+		if res.Stack != nil {
+			p.printf("\n## The handler stack against bare net/http, side by side\n\n")
+			p.printf("One clusterapp process (\"%s\", the worker unit) on the shipped socket and bare net/http\n", BaselineName)
+			p.printf("(`cmd/clusterapp-bare`, the same routes, a transient unit) up at once in the same box, `%s` loaded on\n", res.Stack.Route)
+			p.printf("one, then the other (keep-alive, `-c %d -d %s`), %d rounds: both see the same drift of a shared machine.\n\n",
+				res.Plan.Stack.Concurrency, res.Plan.Stack.Duration, max(res.Plan.Stack.Rounds, 1))
+			WriteStack(p, res)
+		}
 	}
 	if res.Spike != nil {
 		p.printf("\n## Spike: %s at %gx its sustainable rate\n\n", res.Plan.Spike.Route, res.Plan.Spike.Factor)
