@@ -6,31 +6,13 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/clusterapp/clusterapp/service/worker/internal/clocktest"
 	"github.com/sirupsen/logrus"
 	"github.com/sirupsen/logrus/hooks/test"
 )
-
-// testClock is a wall clock that moves only when the test says so.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // startDrain begins a drain and checks it is still waiting after several of
 // its polls: only the injected clock can end it.
@@ -64,7 +46,7 @@ func drained(t *testing.T, done <-chan error, what string) {
 // DrainIdleGrace is read on Options.Now: an idle connection holds a drain
 // with an hour's grace until the injected clock has moved an hour.
 func TestDrainIdleGraceIsOnTheInjectedClock(t *testing.T) {
-	clock := &testClock{now: time.Unix(1000, 0)}
+	clock := clocktest.At(time.Unix(1000, 0))
 	s, addr := newServer(t, func(o *Options) {
 		o.Now, o.DrainIdleGrace, o.ShutdownTimeout = clock.Now, time.Hour, 2*time.Hour
 	}, nil)
@@ -81,7 +63,7 @@ func TestDrainIdleGraceIsOnTheInjectedClock(t *testing.T) {
 	}
 	io.Copy(io.Discard, resp.Body)
 	done := startDrain(t, s)
-	clock.advance(time.Hour)
+	clock.Advance(time.Hour)
 	drained(t, done, "DrainIdleGrace")
 	if _, err := br.ReadByte(); err == nil {
 		t.Fatal("the idle connection is still open after the drain")
@@ -92,7 +74,7 @@ func TestDrainIdleGraceIsOnTheInjectedClock(t *testing.T) {
 // holds the drain until the injected clock passes the timeout, and the
 // drain then reports the connection it closes.
 func TestShutdownTimeoutIsOnTheInjectedClock(t *testing.T) {
-	clock := &testClock{now: time.Unix(1000, 0)}
+	clock := clocktest.At(time.Unix(1000, 0))
 	log, hook := test.NewNullLogger()
 	entered, release := make(chan struct{}, 1), make(chan struct{})
 	defer close(release)
@@ -110,7 +92,7 @@ func TestShutdownTimeoutIsOnTheInjectedClock(t *testing.T) {
 	io.WriteString(conn, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 	<-entered
 	done := startDrain(t, s)
-	clock.advance(time.Hour)
+	clock.Advance(time.Hour)
 	drained(t, done, "ShutdownTimeout")
 	var warned *logrus.Entry
 	for _, e := range hook.AllEntries() {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clusterapp/clusterapp/service/worker/internal/clocktest"
 	"github.com/sirupsen/logrus"
 	"github.com/sirupsen/logrus/hooks/test"
 )
@@ -61,37 +62,19 @@ func (c *fakeClock) After(time.Duration) <-chan time.Time {
 	return c.timer
 }
 
-// wallClock is the fixture's Options.Now, moved by the test.
-type wallClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *wallClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *wallClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 type fixture struct {
 	inner *fakeListener
 	l     net.Listener
 	g     *Guard
 	clock *fakeClock
-	wall  *wallClock
+	wall  *clocktest.Manual
 	hook  *test.Hook
 }
 
 func newFixture() *fixture {
 	log, hook := test.NewNullLogger()
 	clock := &fakeClock{timer: make(chan time.Time), waiting: make(chan struct{}, 100)}
-	wall := &wallClock{now: time.Unix(1000, 0)}
+	wall := clocktest.At(time.Unix(1000, 0))
 	g := New(Options{Clock: clock, Now: wall.Now, Log: logrus.NewEntry(log), Connections: func() int { return 7 }})
 	inner := newFakeListener()
 	return &fixture{inner: inner, l: g.Wrap(inner), g: g, clock: clock, wall: wall, hook: hook}
@@ -195,7 +178,7 @@ func TestWarnsOncePerInterval(t *testing.T) {
 	for range 3 { // three more within the interval: no new warning
 		f.retry(t)
 	}
-	f.wall.advance(10 * time.Second) // on Options.Now: the interval is read there
+	f.wall.Advance(10 * time.Second) // on Options.Now: the interval is read there
 	f.retry(t)                       // the sixth failure, after the interval: the second warning
 	f.inner.Close()
 	f.clock.timer <- time.Now()
