@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"runtime"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Governor moves GOMAXPROCS between a Procs policy's two levels.
@@ -16,20 +18,42 @@ import (
 // requests holding their slots for Late or longer on average alone may be
 // waiting on I/O, with the Ps free. Both at once mean the serving path
 // waited behind long requests: rejections, /healthz and the watchdog probe
-// wait the same way. One such wake-up at the base level raises GOMAXPROCS to
-// the serving level. There, lateness says nothing (the spare P serves on
+// wait the same way. Two such wake-ups in a row at the base level raise
+// GOMAXPROCS to the serving level (one alone was seen once in a while on
+// short requests: a garbage collection, a burst of connections). There, lateness says nothing (the spare P serves on
 // time), so what keeps it raised is the cause itself: every slot taken by
 // requests that hold it for Late or longer on average. After Hold without,
 // it returns to the base (and comes back at the next late wake-up if the
 // cause does).
 //
-// Process CPU time was tried as the second signal and dropped: threads in
+// Both are read against the time the process actually ran (the CPU time of
+// all its threads, user and system), because a process the kernel keeps
+// off the CPU, the machine being busy with other processes, finishes few
+// requests and wakes up late without any request computing. Judged on the
+// wall clock, its short requests looked long (as if its slots had been
+// held the whole period), and on a pool of short requests the spare P came
+// on within seconds and stayed (docs/benchmarks.md, "The governor on a busy
+// machine"). So:
+//   - a request is long when the process ran Late or more for each admitted
+//     request that finished (requests per CPU millisecond, not per
+//     millisecond: for a P computing a request the two are the same);
+//   - a late wake-up counts only when the process ran at least half the
+//     period: the goroutine waited for the process's own Ps, not for the
+//     kernel to give the process a CPU. Without it, workers of a pool of 8
+//     on 2 CPUs on new-connection load were raised by periods of 12-50 ms
+//     in which each ran 2-3 ms (woken by every connection on the shared
+//     socket, most accepted by other workers) and finished one request. A
+//     worker with less than half a CPU (more workers than CPUs, all busy)
+//     is never raised: a spare P would not get it the CPU either.
+//
+// Process CPU time was tried instead of the slots and dropped: threads in
 // system calls hold no P, so on new-connection load the kernel time of
 // accept4 and close made short requests look like computing Ps, and user
 // time alone missed a pinned worker in a spike, whose rejections took a
 // large share of its CPU while its admitted requests waited
 // (docs/benchmarks.md, "The pool at every worker count: GOMAXPROCS, and the
-// shared accept").
+// shared accept"). Next to the slots and the lateness it only takes raises
+// away.
 //
 // The cost is one timer and a few atomic loads per wake-up, and a
 // stop-the-world of a few microseconds at each change; no request does any
@@ -42,6 +66,10 @@ type Governor struct {
 	Set func(int) int
 	// Now is the clock the lateness is read on; nil means time.Now.
 	Now func() time.Time
+	// CPU returns the CPU time the process has used so far, or a negative
+	// value when it cannot be read (requests are then judged on the wall
+	// clock); nil means CLOCK_PROCESS_CPUTIME_ID.
+	CPU func() time.Duration
 	// Changed, when set, is told of every change and why.
 	Changed func(from, to int, why string)
 	// Tick, Idle, Late and Hold default to DefaultTick, DefaultIdle,
@@ -76,21 +104,31 @@ type SlotUse struct {
 type sample struct {
 	wall time.Duration // since the previous wake-up
 	late time.Duration // how late this wake-up was
-	// long: requests ran, and those that finished held their slot for Late
-	// or more on average (fewer than Slots*wall/Late of them finished).
+	// long: requests ran, and the process ran Late or more (CPU time) for
+	// each of those that finished (fewer than ran/Late of them finished;
+	// Slots*wall/Late when its CPU time is unknown).
 	long bool
 	// full: every slot is taken now.
 	full bool
 	// idle: no request ran or finished.
 	idle bool
+	// finished and ran: the admitted requests that finished, and the
+	// process's CPU time (as long computed when unknown).
+	finished uint64
+	ran      time.Duration
 }
 
-// observe turns two readings of the slots wall apart into a sample's slot
-// fields.
-func observe(before, now SlotUse, wall, late time.Duration) sample {
+// observe turns two readings of the slots wall apart, during which the
+// process ran for ran (CPU time of all its threads; negative when unknown),
+// into a sample's slot fields.
+func observe(before, now SlotUse, wall, ran, late time.Duration) sample {
 	finished := now.Released - before.Released
 	s := sample{wall: wall, full: now.Slots > 0 && now.InFlight >= now.Slots, idle: finished == 0 && now.InFlight == 0}
-	s.long = !s.idle && float64(finished)*float64(late) < float64(max(now.Slots, 1))*float64(wall)
+	if ran < 0 { // as if every slot computed the whole time
+		ran = time.Duration(max(now.Slots, 1)) * wall
+	}
+	s.long = !s.idle && float64(finished)*float64(late) < float64(ran)
+	s.finished, s.ran = finished, ran
 	return s
 }
 
@@ -98,17 +136,24 @@ func observe(before, now SlotUse, wall, late time.Duration) sample {
 type governorState struct {
 	procs int           // the level in force
 	calm  time.Duration // time at the serving level without long requests in every slot
+	wait  bool          // the previous wake-up at the base level saw the serving path wait
 }
 
 // step decides the level after sample s; it returns why the level changed
 // ("" when it did not).
 func (g *Governor) step(st *governorState, s sample) (why string) {
 	p := g.Procs
+	// waited: the serving path waited for a P behind long requests.
+	waited := s.long && s.late >= g.late() && s.ran >= s.wall/2
 	switch {
-	case st.procs == p.Base && s.long && s.late >= g.late():
-		st.procs, st.calm = p.Serving, 0
-		return fmt.Sprintf("requests held their slots %v or more on average and a goroutine waited %v for a P",
-			g.late(), s.late.Round(100*time.Microsecond))
+	case st.procs == p.Base && waited && !st.wait:
+		st.wait = true
+	case st.procs == p.Base && waited:
+		st.procs, st.calm, st.wait = p.Serving, 0, false
+		return fmt.Sprintf("requests held their slots %v or more on average (the last %d in %v of CPU time, %v of wall time) and a goroutine waited %v for a P, twice in a row",
+			g.late(), s.finished, s.ran.Round(100*time.Microsecond), s.wall.Round(100*time.Microsecond), s.late.Round(100*time.Microsecond))
+	case st.procs == p.Base:
+		st.wait = false
 	case st.procs == p.Serving && s.long && s.full:
 		st.calm = 0
 	case st.procs == p.Serving:
@@ -132,12 +177,15 @@ func (g *Governor) period(st *governorState, s sample) time.Duration {
 // Serving, or without Slots, it only applies the base. It returns ctx's
 // error.
 func (g *Governor) Run(ctx context.Context) error {
-	set, now := g.Set, g.Now
+	set, now, cpu := g.Set, g.Now, g.CPU
 	if set == nil {
 		set = runtime.GOMAXPROCS
 	}
 	if now == nil {
 		now = time.Now
+	}
+	if cpu == nil {
+		cpu = processCPU
 	}
 	st := &governorState{procs: g.Procs.Base}
 	if was := set(st.procs); was != st.procs && g.Changed != nil {
@@ -146,7 +194,7 @@ func (g *Governor) Run(ctx context.Context) error {
 	if g.Procs.Serving == g.Procs.Base || g.Slots == nil {
 		return nil
 	}
-	lastSlots, last, wait := g.Slots(), now(), or(g.Tick, DefaultTick)
+	lastSlots, last, lastCPU, wait := g.Slots(), now(), cpu(), or(g.Tick, DefaultTick)
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
@@ -155,10 +203,14 @@ func (g *Governor) Run(ctx context.Context) error {
 			return ctx.Err()
 		case <-t.C:
 		}
-		at, slots := now(), g.Slots()
-		s := observe(lastSlots, slots, at.Sub(last), g.late())
+		at, slots, used := now(), g.Slots(), cpu()
+		ran := time.Duration(-1)
+		if used >= 0 && lastCPU >= 0 {
+			ran = used - lastCPU
+		}
+		s := observe(lastSlots, slots, at.Sub(last), ran, g.late())
 		s.late = at.Sub(last) - wait
-		last, lastSlots = at, slots
+		last, lastSlots, lastCPU = at, slots, used
 		from := st.procs
 		if why := g.step(st, s); why != "" {
 			set(st.procs)
@@ -169,6 +221,16 @@ func (g *Governor) Run(ctx context.Context) error {
 		wait = g.period(st, s)
 		t.Reset(wait)
 	}
+}
+
+// processCPU is the CPU time of every thread of the process so far, or -1
+// when it cannot be read.
+func processCPU() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_PROCESS_CPUTIME_ID, &ts); err != nil {
+		return -1
+	}
+	return time.Duration(ts.Nano())
 }
 
 func (g *Governor) late() time.Duration { return or(g.Late, DefaultLate) }

@@ -44,7 +44,12 @@ func TestGovernorStep(t *testing.T) {
 		{"idle", sample{wall: 10 * ms, idle: true}, 1, false},
 		{"late, but short requests (or the CPU went elsewhere)", sample{wall: 18 * ms, late: 8 * ms}, 1, false},
 		{"long requests, on time (waiting on I/O, Ps free)", sample{wall: 10 * ms, long: true, full: true}, 1, false},
-		{"long requests and late: the serving path waited", sample{wall: 17 * ms, late: 7 * ms, long: true, full: true}, 2, true},
+		{"long requests, late, but the process ran 3 ms of 50: it waited for a CPU, not for a P", sample{wall: 50 * ms, late: 40 * ms, long: true, full: true, ran: 3 * ms}, 1, false},
+		{"the same with 2.6 ms of 13.8", sample{wall: 13800 * time.Microsecond, late: 3800 * time.Microsecond, long: true, full: true, ran: 2600 * time.Microsecond}, 1, false},
+		{"long requests and late: the serving path waited once", sample{wall: 17 * ms, late: 7 * ms, long: true, full: true, ran: 15 * ms}, 1, false},
+		{"short requests: once is forgotten", sample{wall: 12 * ms, late: 2 * ms, ran: 12 * ms}, 1, false},
+		{"waited once more", sample{wall: 17 * ms, late: 7 * ms, long: true, full: true, ran: 15 * ms}, 1, false},
+		{"and again, twice in a row: raised", sample{wall: 17 * ms, late: 7 * ms, long: true, full: true, ran: 15 * ms}, 2, true},
 		{"still long requests in every slot: stays", sample{wall: 10 * ms, long: true, full: true}, 2, false},
 		{"a slot free: calm 60 ms", sample{wall: 60 * ms, long: true}, 2, false},
 		{"full again: the calm starts over", sample{wall: 10 * ms, long: true, full: true}, 2, false},
@@ -60,24 +65,30 @@ func TestGovernorStep(t *testing.T) {
 }
 
 // A wake-up's slot fields: long when the requests that finished held their
-// slot Late or more on average, full when every slot is taken, idle when
-// nothing ran.
+// slot Late or more of the process's running time on average (its CPU
+// time; Slots times the wall time when that is unknown), full when every
+// slot is taken, idle when nothing ran.
 func TestObserve(t *testing.T) {
 	ms := time.Millisecond
 	for _, c := range []struct {
 		name             string
 		before, now      SlotUse
-		wall             time.Duration
+		wall, ran        time.Duration
 		long, full, idle bool
 	}{
-		{"one slot, a 7 ms request per 10 ms", SlotUse{1, 1, 100}, SlotUse{1, 1, 101}, 10 * ms, true, true, false},
-		{"the computing request just finished, slot free", SlotUse{1, 1, 100}, SlotUse{1, 0, 101}, 17 * ms, true, false, false},
-		{"one slot, 200 short requests in 10 ms", SlotUse{1, 1, 100}, SlotUse{1, 1, 300}, 10 * ms, false, true, false},
-		{"two slots, 8 finished in 10 ms (2.5 ms each)", SlotUse{2, 2, 0}, SlotUse{2, 2, 8}, 10 * ms, true, true, false},
-		{"two slots, 12 finished in 10 ms", SlotUse{2, 2, 0}, SlotUse{2, 2, 12}, 10 * ms, false, true, false},
-		{"nothing ran", SlotUse{2, 0, 5}, SlotUse{2, 0, 5}, 100 * ms, false, false, true},
+		{"one slot, a 7 ms request per 10 ms", SlotUse{1, 1, 100}, SlotUse{1, 1, 101}, 10 * ms, 10 * ms, true, true, false},
+		{"the computing request just finished, slot free", SlotUse{1, 1, 100}, SlotUse{1, 0, 101}, 17 * ms, 16 * ms, true, false, false},
+		{"one slot, 200 short requests in 10 ms", SlotUse{1, 1, 100}, SlotUse{1, 1, 300}, 10 * ms, 10 * ms, false, true, false},
+		{"two slots, 8 finished in 10 ms (2.5 ms each)", SlotUse{2, 2, 0}, SlotUse{2, 2, 8}, 10 * ms, 20 * ms, true, true, false},
+		{"two slots, 12 finished in 10 ms", SlotUse{2, 2, 0}, SlotUse{2, 2, 12}, 10 * ms, 20 * ms, false, true, false},
+		{"nothing ran", SlotUse{2, 0, 5}, SlotUse{2, 0, 5}, 100 * ms, 0, false, false, true},
+		{"off the CPU: 4 short requests in 28 ms, in which the process ran 2 ms", SlotUse{1, 1, 100}, SlotUse{1, 0, 104}, 28 * ms, 2 * ms, false, false, false},
+		{"off the CPU: 20 in 52 ms, 3 ms of it running", SlotUse{1, 1, 100}, SlotUse{1, 1, 120}, 52 * ms, 3 * ms, false, true, false},
+		{"a computing request the kernel shares a CPU with another", SlotUse{1, 1, 100}, SlotUse{1, 1, 100}, 20 * ms, 9 * ms, true, true, false},
+		{"CPU time unknown: two slots, 8 finished in 10 ms", SlotUse{2, 2, 0}, SlotUse{2, 2, 8}, 10 * ms, -1, true, true, false},
+		{"CPU time unknown: two slots, 12 finished in 10 ms", SlotUse{2, 2, 0}, SlotUse{2, 2, 12}, 10 * ms, -1, false, true, false},
 	} {
-		s := observe(c.before, c.now, c.wall, 2*ms)
+		s := observe(c.before, c.now, c.wall, c.ran, 2*ms)
 		if s.long != c.long || s.full != c.full || s.idle != c.idle {
 			t.Errorf("%s: long %v full %v idle %v; want %v %v %v", c.name, s.long, s.full, s.idle, c.long, c.full, c.idle)
 		}
@@ -109,6 +120,8 @@ func TestGovernorRun(t *testing.T) {
 			released++
 			return SlotUse{Slots: 1, InFlight: 1, Released: released}
 		},
+		// The process computed the whole time.
+		CPU:     func() time.Duration { return clock.Sub(time.Unix(0, 0)) },
 		Changed: func(from, to int, why string) { changed <- why },
 		Tick:    time.Millisecond,
 	}
@@ -135,5 +148,58 @@ func TestGovernorFixed(t *testing.T) {
 	g := &Governor{Procs: Procs{Base: 3, Serving: 3}, Set: func(n int) int { applied = append(applied, n); return n }}
 	if err := g.Run(context.Background()); err != nil || len(applied) != 1 || applied[0] != 3 {
 		t.Fatalf("Run = %v, applied %v; want nil, [3]", err, applied)
+	}
+}
+
+// The same wake-ups as TestGovernorRun, but the process's CPU time moves by
+// 1 ms of each 15 (the kernel ran other processes): one request per 1 ms of
+// running is short, and Run never raises the level.
+func TestGovernorRunOffTheCPU(t *testing.T) {
+	clock := time.Unix(0, 0)
+	released, wakeups := uint64(0), 0
+	var applied []int
+	var cpu time.Duration
+	g := &Governor{
+		Procs: Procs{Base: 1, Serving: 2},
+		Set:   func(n int) int { applied = append(applied, n); return n },
+		Now:   func() time.Time { clock = clock.Add(15 * time.Millisecond); return clock },
+		Slots: func() SlotUse {
+			released++
+			wakeups++
+			return SlotUse{Slots: 1, InFlight: 1, Released: released}
+		},
+		CPU:  func() time.Duration { cpu += time.Millisecond; return cpu },
+		Tick: time.Millisecond,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := g.Run(ctx); err != context.DeadlineExceeded {
+		t.Fatalf("Run = %v, want context.DeadlineExceeded", err)
+	}
+	if wakeups < 10 || len(applied) != 1 || applied[0] != 1 {
+		t.Fatalf("after %d wake-ups GOMAXPROCS set to %v, want only the base [1]", wakeups, applied)
+	}
+}
+
+// processCPU reads the process's CPU clock: a busy loop moves it (however
+// long the kernel keeps the loop waiting), and it never goes back.
+func TestProcessCPU(t *testing.T) {
+	before := processCPU()
+	if before < 0 {
+		t.Skip("CLOCK_PROCESS_CPUTIME_ID unreadable here")
+	}
+	x, now := 0, before
+	for deadline := time.Now().Add(10 * time.Second); now-before < 5*time.Millisecond && time.Now().Before(deadline); {
+		for i := 0; i < 1e5; i++ {
+			x++
+		}
+		moved := processCPU()
+		if moved < now {
+			t.Fatalf("the CPU clock went back from %v to %v", now, moved)
+		}
+		now = moved
+	}
+	if now-before < 5*time.Millisecond {
+		t.Fatalf("the CPU clock moved %v in 10 s of a busy loop (%d turns)", now-before, x)
 	}
 }
