@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/clusterapp/clusterapp/service/config"
 	"github.com/clusterapp/clusterapp/service/lab/loadgen"
 )
 
@@ -185,10 +186,10 @@ type SchedCounters struct {
 	Wakeups, CPUNs uint64
 }
 
-// schedScript sums schedstat over every thread of every running worker's
-// main process: "<cpu ns> <wake-ups>".
+// schedScript sums schedstat over every thread of the main process of each
+// active unit matching the pattern $1: "<cpu ns> <wake-ups>".
 const schedScript = `t=0; c=0
-for u in $(systemctl list-units --plain --no-legend --state=active 'clusterapp-worker@*' | cut -d' ' -f1); do
+for u in $(systemctl list-units --plain --no-legend --state=active "$1" | cut -d' ' -f1); do
   p=$(systemctl show -p MainPID --value "$u")
   [ "$p" -gt 0 ] 2>/dev/null || continue
   for f in /proc/$p/task/*/schedstat; do read -r a b n < "$f" && c=$((c+a)) && t=$((t+n)); done
@@ -199,7 +200,12 @@ echo "$c $t"`
 // worker that ends between two readings takes its counts with it, so the
 // runs must not restart workers.
 func (r *Runner) sched(ctx context.Context) (SchedCounters, error) {
-	out, err := r.Box.Exec(ctx, 10*time.Second, "sh", "-c", schedScript)
+	return r.schedOf(ctx, config.WorkerPattern)
+}
+
+// schedOf reads the scheduling counters of the units matching pattern.
+func (r *Runner) schedOf(ctx context.Context, pattern string) (SchedCounters, error) {
+	out, err := r.Box.Exec(ctx, 10*time.Second, "sh", "-c", schedScript, "sched", pattern)
 	if err != nil {
 		return SchedCounters{}, fmt.Errorf("read schedstat: %w", err)
 	}

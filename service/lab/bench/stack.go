@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"time"
 
+	"github.com/clusterapp/clusterapp/service/config"
 	"github.com/clusterapp/clusterapp/service/lab/sandbox"
 )
 
@@ -23,19 +25,33 @@ type StackPlan struct {
 	Duration    time.Duration // of each run
 }
 
-// StackResult is the side-by-side runs: 2xx req/s of each round, or why the
-// comparison was skipped (no bare anchor).
+// StackResult is the side-by-side runs: 2xx req/s of each round and the
+// server's CPU time per 2xx response (µs: every thread of the worker, or of
+// bare, from schedstat around the run), or why the comparison was skipped
+// (no bare anchor).
 type StackResult struct {
-	Route   string
-	Pool    []float64
-	Bare    []float64
-	Skipped string `json:",omitempty"`
+	Route            string
+	Pool, Bare       []float64
+	PoolCPU, BareCPU []float64 `json:",omitempty"`
+	Skipped          string    `json:",omitempty"`
 }
 
-// Ratio is the pool's median over bare's (0 without runs).
+// Ratio is the pool's median req/s over bare's (0 without runs).
 func (s *StackResult) Ratio() float64 {
 	if b := median(s.Bare); b > 0 {
 		return median(s.Pool) / b
+	}
+	return 0
+}
+
+// CPURatio is bare's median CPU time per response over the pool's: 1 when
+// the stack costs nothing, 0.9 when the worker spends 11% more per
+// response. On a shared machine it moves less than req/s: what else runs
+// takes CPUs away from both servers but adds nothing to their own time per
+// request. 0 without CPU readings.
+func (s *StackResult) CPURatio() float64 {
+	if p := median(s.PoolCPU); p > 0 && len(s.BareCPU) > 0 {
+		return median(s.BareCPU) / p
 	}
 	return 0
 }
@@ -80,16 +96,30 @@ func (r *Runner) stack(ctx context.Context, plan Plan) (*StackResult, error) {
 	flags := []string{"-c", strconv.Itoa(sp.Concurrency), "-d", sp.Duration.String(), "-keepalive=true"}
 	for range max(sp.Rounds, 1) {
 		for _, t := range []struct {
-			url  string
-			into *[]float64
-		}{{sandbox.URL + sp.Route, &res.Pool}, {bare.base() + sp.Route, &res.Bare}} {
+			url, units string
+			rate, cpu  *[]float64
+		}{
+			{sandbox.URL + sp.Route, config.WorkerPattern, &res.Pool, &res.PoolCPU},
+			{bare.base() + sp.Route, anchorUnit, &res.Bare, &res.BareCPU},
+		} {
+			before, err := r.schedOf(ctx, t.units)
+			if err != nil {
+				return nil, fmt.Errorf("handler stack: %w", err)
+			}
 			run, err := r.loadURL(ctx, "", t.url, sp.Duration, flags...)
 			if err != nil {
 				return nil, fmt.Errorf("handler stack %s: %w", t.url, err)
 			}
-			*t.into = append(*t.into, Goodput(run))
+			after, err := r.schedOf(ctx, t.units)
+			if err != nil {
+				return nil, fmt.Errorf("handler stack: %w", err)
+			}
+			_, cpu := CurveRun{Result: run, CPUNs: after.CPUNs - before.CPUNs}.PerRequest()
+			*t.rate, *t.cpu = append(*t.rate, Goodput(run)), append(*t.cpu, cpu)
 		}
-		r.logf("   round %d: %s %.1f req/s, bare %.1f req/s", len(res.Pool), baseline.Name, res.Pool[len(res.Pool)-1], res.Bare[len(res.Bare)-1])
+		i := len(res.Pool) - 1
+		r.logf("   round %d: %s %.1f req/s (%.1f µs CPU/req), bare %.1f req/s (%.1f µs CPU/req)",
+			i+1, baseline.Name, res.Pool[i], res.PoolCPU[i], res.Bare[i], res.BareCPU[i])
 	}
 	return res, nil
 }
@@ -102,9 +132,24 @@ func WriteStack(w io.Writer, res *Results) {
 		p.printf("Skipped: %s.\n", s.Skipped)
 		return
 	}
-	p.printf("| round | %s: 2xx req/s | bare net/http: 2xx req/s | ratio |\n|---|---|---|---|\n", BaselineName)
-	for i := range s.Pool {
-		p.printf("| %d | %.1f | %.1f | %s |\n", i+1, s.Pool[i], s.Bare[i], Ratio(s.Pool[i], s.Bare[i]))
+	p.printf("| round | %s: 2xx req/s | bare net/http: 2xx req/s | ratio | %s: CPU µs / request | bare: CPU µs / request | bare's CPU / %s's |\n|---|---|---|---|---|---|---|\n",
+		BaselineName, BaselineName, BaselineName)
+	cpu := func(v []float64, i int) float64 { // results of a run before CPU was read have none
+		if i < len(v) {
+			return v[i]
+		}
+		return math.NaN()
 	}
-	p.printf("| median | %.1f | %.1f | **%s** |\n", median(s.Pool), median(s.Bare), Ratio(median(s.Pool), median(s.Bare)))
+	micros := func(v float64) string {
+		if math.IsNaN(v) || v == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.1f", v)
+	}
+	for i := range s.Pool {
+		pc, bc := cpu(s.PoolCPU, i), cpu(s.BareCPU, i)
+		p.printf("| %d | %.1f | %.1f | %s | %s | %s | %s |\n", i+1, s.Pool[i], s.Bare[i], Ratio(s.Pool[i], s.Bare[i]), micros(pc), micros(bc), Ratio(bc, pc))
+	}
+	pc, bc := median(s.PoolCPU), median(s.BareCPU)
+	p.printf("| median | %.1f | %.1f | **%s** | %s | %s | **%s** |\n", median(s.Pool), median(s.Bare), Ratio(median(s.Pool), median(s.Bare)), micros(pc), micros(bc), Ratio(bc, pc))
 }

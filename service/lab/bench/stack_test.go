@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -15,11 +16,18 @@ import (
 // bare anchor beside it and loads one, then the other, round after round;
 // the ratio is of the medians, and the anchor is stopped at the end.
 func TestStackAlternatesWithBare(t *testing.T) {
-	var applied, loads []string
+	var applied, loads, sched []string
 	var started, stopped bool
+	var cpuNs uint64
 	box := &sandbox.Driver{Name: "t", Command: func(ctx context.Context, args ...string) ([]byte, error) {
 		cmd := strings.Join(args, " ")
 		switch {
+		case strings.Contains(cmd, "schedstat"):
+			// 36 ms of CPU between two readings: 40 µs for each of the
+			// pool's 900 responses, 36 µs for each of bare's 1000.
+			sched = append(sched, args[len(args)-1])
+			cpuNs += 36e6
+			return []byte(fmt.Sprintf("%d 5", cpuNs)), nil
 		case strings.HasPrefix(cmd, "cp t ") && strings.HasSuffix(cmd, " "+config.EnvFile):
 			body, err := readCopied(args[2])
 			applied = append(applied, body)
@@ -62,9 +70,17 @@ func TestStackAlternatesWithBare(t *testing.T) {
 	if r := res.Ratio(); r < 0.899 || r > 0.901 {
 		t.Fatalf("ratio %v, want 0.9 (900 over 1000 req/s)", r)
 	}
+	// Each run's CPU is read around it, from its own server's units.
+	want := strings.Repeat(config.WorkerPattern+" "+config.WorkerPattern+" "+anchorUnit+" "+anchorUnit+" ", 3)
+	if got := strings.Join(sched, " ") + " "; got != want {
+		t.Fatalf("CPU read from %q, want %q", got, want)
+	}
+	if r := res.CPURatio(); r < 0.899 || r > 0.901 {
+		t.Fatalf("CPU ratio %v, want 0.9 (36 µs per response over 40)", r)
+	}
 	var page bytes.Buffer
 	WriteStack(&page, &Results{Stack: res})
-	containsAll(t, "the stack table", page.String(), "| median | 900.0 | 1000.0 | **0.90×** |", "| 3 | 900.0 | 1000.0 | 0.90× |")
+	containsAll(t, "the stack table", page.String(), "| median | 900.0 | 1000.0 | **0.90×** | 40.0 | 36.0 | **0.90×** |", "| 3 | 900.0 | 1000.0 | 0.90× | 40.0 | 36.0 | 0.90× |")
 }
 
 // Without a bare anchor there is nothing to compare with: it says why and
