@@ -85,7 +85,7 @@ func DefaultConfigurations(cpus int) []Configuration {
 		{
 			Name: NWorkersName,
 			Env:  nWorkers,
-			Note: fmt.Sprintf("%d worker units sharing %s, GOMAXPROCS unset (Go's default: %d, the CPU count, in each worker); balancing at its defaults (least-connections accept gate on, keep-alive connections closed after 1000 requests)", cpus, config.SocketUnit, cpus),
+			Note: fmt.Sprintf("%d worker units sharing %s, GOMAXPROCS unset: each worker sizes its own (as many Ps as its admission slots, its share of the %d CPUs, and one more while long requests hold them); balancing at its defaults (least-connections accept gate on, keep-alive connections closed after 1000 requests)", cpus, config.SocketUnit, cpus),
 		},
 		{
 			Name: "N workers, no balance",
