@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -329,6 +331,60 @@ func containsAll(t *testing.T, what, got string, wants ...string) {
 	for _, want := range wants {
 		if !strings.Contains(got, want) {
 			t.Errorf("%s lacks %q:\n%s", what, want, got)
+		}
+	}
+}
+
+// The closed-loop table's repeats come in rounds: every configuration is
+// measured (closed loop, then fixed rate) once, then applied again for one
+// more closed-loop run per round, so no configuration's runs are all
+// bunched at one end of the run.
+func TestRunRepeatsInRounds(t *testing.T) {
+	var events []string
+	current := ""
+	box := &sandbox.Driver{Name: "t", Command: func(ctx context.Context, args ...string) ([]byte, error) {
+		cmd := strings.Join(args, " ")
+		switch {
+		case strings.HasPrefix(cmd, "cp t ") && strings.HasSuffix(cmd, " "+config.EnvFile):
+			body, err := readCopied(args[2])
+			c := Configuration{Env: body}
+			n, _ := c.Workers(2)
+			current = fmt.Sprintf("w%d", n)
+			events = append(events, "apply "+current)
+			return nil, err
+		case strings.Contains(cmd, "systemctl list-units"):
+			n, _ := strconv.Atoi(strings.TrimPrefix(current, "w"))
+			return []byte(unitListing(n)), nil
+		case strings.Contains(cmd, "systemctl show"):
+			return []byte("MainPID=42\nNRestarts=0\n"), nil
+		case strings.Contains(cmd, "curl") && strings.Contains(cmd, "metrics"):
+			return []byte("go_sched_gomaxprocs_threads{worker=\"1\"} 1\ngo_sched_gomaxprocs_threads{worker=\"2\"} 1\n"), nil
+		case strings.Contains(cmd, "curl"):
+			return []byte("200"), nil
+		case strings.Contains(cmd, sandbox.LoadPath):
+			kind := "max"
+			if strings.Contains(cmd, "-rate") {
+				kind = "fixed"
+			}
+			events = append(events, kind+" "+current)
+			return []byte(`{"ok":500,"responses":500,"requests":500,"elapsed_ns":1000000000}`), nil
+		}
+		return nil, nil
+	}}
+	plan := Plan{CPUs: 2, Routes: []string{"/"}, Repeats: 3, Concurrency: 8, Cell: time.Second, FixedRateFraction: 0.5,
+		Configs: []Configuration{{Name: "one", Env: "CLUSTERAPP_WORKERS=1\n"}, {Name: "two", Env: "CLUSTERAPP_WORKERS=2\n"}}}
+	res, err := (&Runner{Box: box}).Run(context.Background(), plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "apply w1, max w1, fixed w1, apply w2, max w2, fixed w2, " +
+		"apply w1, max w1, apply w2, max w2, apply w1, max w1, apply w2, max w2"
+	if got := strings.Join(events, ", "); got != want {
+		t.Fatalf("events:\n%s\nwant:\n%s", got, want)
+	}
+	for _, cr := range res.Configs {
+		if n := len(cr.Routes[0].ClosedLoops()); n != 3 {
+			t.Errorf("%s: %d closed-loop runs, want 3", cr.Config.Name, n)
 		}
 	}
 }

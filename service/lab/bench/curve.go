@@ -117,68 +117,76 @@ func baselineOf(plan Plan) Configuration {
 }
 
 // curve measures plan.Curve: the baseline configuration (one process with
-// GOMAXPROCS = CPUs) first, then each worker count.
+// GOMAXPROCS = CPUs), then each worker count, in rounds: every point once
+// per round (applied afresh), so that every point's median is taken over
+// the same stretch of a shared machine's drift.
 func (r *Runner) curve(ctx context.Context, plan Plan) (*CurveResult, error) {
 	cp := plan.Curve
-	out := &CurveResult{}
 	configs := []Configuration{baselineOf(plan)}
 	for _, n := range cp.Workers {
 		configs = append(configs, CurveConfiguration(n))
 	}
+	points := make([]CurvePoint, len(configs))
 	for i, c := range configs {
-		pt, err := r.curvePoint(ctx, plan, c)
+		workers, err := c.Workers(plan.CPUs)
 		if err != nil {
 			return nil, err
 		}
-		if i == 0 {
-			out.Baseline = *pt
-		} else {
-			out.Points = append(out.Points, *pt)
+		points[i] = CurvePoint{Config: c, Workers: workers}
+		for _, cell := range cp.Cells {
+			points[i].Cells = append(points[i].Cells, CurveCellResult{Cell: cell})
 		}
 	}
-	return out, nil
+	rounds := max(cp.Repeats, 1)
+	for round := 1; round <= rounds; round++ {
+		for i := range points {
+			if err := r.curveRound(ctx, plan, &points[i], round, round == rounds); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return &CurveResult{Baseline: points[0], Points: points[1:]}, nil
 }
 
-func (r *Runner) curvePoint(ctx context.Context, plan Plan, c Configuration) (*CurvePoint, error) {
+// curveRound applies pt's configuration and adds one run of each cell to
+// it, reading the workers' schedstat around every run; in the last round
+// it also reads each worker's GOMAXPROCS.
+func (r *Runner) curveRound(ctx context.Context, plan Plan, pt *CurvePoint, round int, last bool) error {
 	cp := plan.Curve
-	workers, err := c.Workers(plan.CPUs)
-	if err != nil {
-		return nil, err
+	c := pt.Config
+	r.logf(">> curve, %s, round %d of %d: %d worker(s)", c.Name, round, max(cp.Repeats, 1), pt.Workers)
+	if err := r.apply(ctx, c, pt.Workers); err != nil {
+		return err
 	}
-	r.logf(">> curve, %s: %d worker(s)", c.Name, workers)
-	if err := r.apply(ctx, c, workers); err != nil {
-		return nil, err
-	}
-	pt := &CurvePoint{Config: c, Workers: workers}
-	for _, cell := range cp.Cells {
-		cr := CurveCellResult{Cell: cell}
-		for range max(cp.Repeats, 1) {
-			before, err := r.sched(ctx)
-			if err != nil {
-				return nil, err
-			}
-			res, err := r.load(ctx, cell.Route, cp.Duration, "-c", strconv.Itoa(cp.Concurrency), "-d", cp.Duration.String(),
-				"-keepalive="+strconv.FormatBool(cell.KeepAlive))
-			if err != nil {
-				return nil, fmt.Errorf("curve %s %s: %w", c.Name, cell, err)
-			}
-			if res.OK == 0 {
-				return nil, fmt.Errorf("%w: curve %s %s: status %v, errors %v", ErrNoResponses, c.Name, cell, res.StatusCodes, res.ErrorSamples)
-			}
-			after, err := r.sched(ctx)
-			if err != nil {
-				return nil, err
-			}
-			cr.Runs = append(cr.Runs, CurveRun{Result: res, Wakeups: after.Wakeups - before.Wakeups, CPUNs: after.CPUNs - before.CPUNs})
+	for i := range pt.Cells {
+		cr := &pt.Cells[i]
+		before, err := r.sched(ctx)
+		if err != nil {
+			return err
 		}
-		rate, wakes, cpu := cr.Median()
-		r.logf("   %-28s %8.1f req/s  %5.2f wake-ups/req  %6.1f µs CPU/req", cell, rate, wakes, cpu)
-		pt.Cells = append(pt.Cells, cr)
+		res, err := r.load(ctx, cr.Cell.Route, cp.Duration, "-c", strconv.Itoa(cp.Concurrency), "-d", cp.Duration.String(),
+			"-keepalive="+strconv.FormatBool(cr.Cell.KeepAlive))
+		if err != nil {
+			return fmt.Errorf("curve %s %s: %w", c.Name, cr.Cell, err)
+		}
+		if res.OK == 0 {
+			return fmt.Errorf("%w: curve %s %s: status %v, errors %v", ErrNoResponses, c.Name, cr.Cell, res.StatusCodes, res.ErrorSamples)
+		}
+		after, err := r.sched(ctx)
+		if err != nil {
+			return err
+		}
+		run := CurveRun{Result: res, Wakeups: after.Wakeups - before.Wakeups, CPUNs: after.CPUNs - before.CPUNs}
+		cr.Runs = append(cr.Runs, run)
+		wakes, cpu := run.PerRequest()
+		r.logf("   %-28s %8.1f req/s  %5.2f wake-ups/req  %6.1f µs CPU/req", cr.Cell, Goodput(res), wakes, cpu)
 	}
-	if pt.GOMAXPROCS, err = r.gomaxprocs(ctx, workers); err != nil {
-		return nil, err
+	if !last {
+		return nil
 	}
-	return pt, nil
+	var err error
+	pt.GOMAXPROCS, err = r.gomaxprocs(ctx, pt.Workers)
+	return err
 }
 
 // SchedCounters are the workers' scheduling counters at one moment.
@@ -230,9 +238,9 @@ func writeCurveMethod(p *printer, res *Results) {
 	p.printf("- Configurations: the baseline \"%s\" (`%s`), then `CLUSTERAPP_WORKERS=N` for N in %s, each at the\n",
 		res.Curve.Baseline.Config.Name, strings.ReplaceAll(strings.TrimSpace(res.Curve.Baseline.Config.Env), "\n", "` `"), intList(cp.Workers))
 	p.printf("  shipped defaults (each worker's GOMAXPROCS is its own choice, shown at the end), cache and rate limit off.\n")
-	p.printf("- Closed loop: `clusterapp-load -c %d -d %s`, keep-alive or a new connection per request, %d runs per cell;\n",
+	p.printf("- Closed loop: `clusterapp-load -c %d -d %s`, keep-alive or a new connection per request, %d runs per cell,\n",
 		cp.Concurrency, cp.Duration, cp.Repeats)
-	p.printf("  medians. Same generator, same box, same %d CPUs as the workers.\n", res.Machine.CPUs)
+	p.printf("  in rounds (every configuration once per round, applied afresh); medians. Same generator, same box, same %d CPUs as the workers.\n", res.Machine.CPUs)
 	p.printf("- Wake-ups per request: how many times the workers' threads were put on a CPU during the run (the\n")
 	p.printf("  third field of `/proc/PID/task/TID/schedstat`, summed over every thread of every worker), divided\n")
 	p.printf("  by the 2xx responses; CPU per request likewise from the first field. What grows with N: a new\n")

@@ -26,9 +26,10 @@ func TestParseSched(t *testing.T) {
 	}
 }
 
-// The curve runs the baseline, then each worker count, applying each
-// configuration and reading the workers' schedstat around every run; the
-// counters' differences become wake-ups and CPU per request.
+// The curve runs the baseline, then each worker count, in rounds (every
+// point once per round, applied afresh), reading the workers' schedstat
+// around every run; the counters' differences become wake-ups and CPU per
+// request.
 func TestCurveRunsEveryPointAndCountsWakeups(t *testing.T) {
 	var applied []string
 	sched := uint64(0)
@@ -63,8 +64,14 @@ func TestCurveRunsEveryPointAndCountsWakeups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(applied) != 3 || !strings.Contains(applied[0], "GOMAXPROCS=2") || !strings.Contains(applied[2], "CLUSTERAPP_WORKERS=2") {
-		t.Fatalf("applied %q, want the baseline, then 1 and 2 workers", applied)
+	var order []string
+	for _, body := range applied {
+		c := Configuration{Env: body}
+		n, _ := c.Workers(2)
+		order = append(order, fmt.Sprintf("%d/%v", n, strings.Contains(body, "GOMAXPROCS=2")))
+	}
+	if got := strings.Join(order, " "); got != "1/true 1/false 2/false 1/true 1/false 2/false" {
+		t.Fatalf("applied (workers/GOMAXPROCS=2) %q, want the baseline, 1 and 2 workers, twice", got)
 	}
 	if res.Baseline.Config.Name != BaselineName || len(res.Points) != 2 || len(res.Points[1].Cells) != 2 || len(res.Points[1].Cells[0].Runs) != 2 {
 		t.Fatalf("curve = %+v", res)

@@ -156,6 +156,18 @@ func (r *Runner) Run(ctx context.Context, plan Plan) (*Results, error) {
 		}
 		res.Configs = append(res.Configs, *cr)
 	}
+	// The repeats come in rounds, every configuration once per round, so
+	// that each configuration's median is taken over the same stretch of a
+	// shared machine's drift as every other's (run back to back, one
+	// configuration read 0.71x another that a side-by-side run put at
+	// 0.95-0.98x).
+	for round := 2; round <= plan.Repeats; round++ {
+		for i := range res.Configs {
+			if err := r.repeatConfig(ctx, plan, &res.Configs[i], round); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if plan.Curve != nil {
 		curve, err := r.curve(ctx, plan)
 		if err != nil {
@@ -208,17 +220,29 @@ func (r *Runner) measureConfig(ctx context.Context, plan Plan, c Configuration, 
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", c.Name, route, err)
 		}
-		for i := 1; i < plan.Repeats; i++ {
-			again, err := r.load(ctx, route, plan.Cell, "-c", fmt.Sprint(plan.Concurrency), "-d", plan.Cell.String(), "-keepalive=true")
-			if err != nil {
-				return nil, fmt.Errorf("%s %s: %w", c.Name, route, err)
-			}
-			rr.Repeats = append(rr.Repeats, again)
-		}
 		cr.Routes = append(cr.Routes, *rr)
 	}
 	cr.Memory, err = r.workers(ctx, workers)
 	return cr, err
+}
+
+// repeatConfig applies cr's configuration again (fresh processes) and adds
+// one more closed-loop run of every route to it.
+func (r *Runner) repeatConfig(ctx context.Context, plan Plan, cr *ConfigResult, round int) error {
+	r.logf(">> %s, round %d of %d: %d worker(s)", cr.Config.Name, round, plan.Repeats, cr.Workers)
+	if err := r.apply(ctx, cr.Config, cr.Workers); err != nil {
+		return err
+	}
+	for i := range cr.Routes {
+		rr := &cr.Routes[i]
+		again, err := r.load(ctx, rr.Route, plan.Cell, "-c", fmt.Sprint(plan.Concurrency), "-d", plan.Cell.String(), "-keepalive=true")
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", cr.Config.Name, rr.Route, err)
+		}
+		rr.Repeats = append(rr.Repeats, again)
+		r.logf("   %-10s max %8.1f req/s (%d errors)", rr.Route, Goodput(again), again.Errors())
+	}
+	return nil
 }
 
 func (r *Runner) measureRoute(ctx context.Context, plan Plan, route string, fixedRates map[string]float64) (*RouteResult, error) {

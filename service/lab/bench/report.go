@@ -115,8 +115,9 @@ func writeMethod(p *printer, res *Results) {
 	p.printf("  runs (the unit generator gives each worker CPUs/workers requests in flight, at least 1; 250ms wait,\n  then 503): throughput counts 2xx only.\n")
 	p.printf("- Closed loop: `clusterapp-load -c %d -keepalive -d %s` per route and configuration; req/s = 2xx responses / elapsed.\n", plan.Concurrency, plan.Cell)
 	if plan.Repeats > 1 {
-		p.printf("  It runs %d times per route and configuration, one after the other: the tables and the chart give the median\n", plan.Repeats)
-		p.printf("  2xx rate (lowest-highest in brackets) and ratios of medians; the first run's 2xx rate sets the fixed rate below.\n")
+		p.printf("  It runs %d times per route and configuration, in rounds (every configuration once per round, applied afresh on\n", plan.Repeats)
+		p.printf("  new processes), so every median spans the same stretch of the machine's drift: the tables and the chart give\n")
+		p.printf("  the median 2xx rate (lowest-highest in brackets) and ratios of medians; the first round's 2xx rate sets the fixed rate below.\n")
 	}
 	p.printf("- Fixed rate: %g%% of the first configuration's (%s) closed-loop 2xx rate, offered to every configuration\n", plan.FixedRateFraction*100, plan.Configs[0].Name)
 	p.printf("  (`-rate R -c %d -d %s`, keep-alive); latency runs from each request's intended send time (no coordinated omission).\n", plan.Concurrency, plan.Cell)
