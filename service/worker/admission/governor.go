@@ -18,9 +18,8 @@ import (
 // requests holding their slots for Late or longer on average alone may be
 // waiting on I/O, with the Ps free. Both at once mean the serving path
 // waited behind long requests: rejections, /healthz and the watchdog probe
-// wait the same way. Two such wake-ups in a row at the base level raise
-// GOMAXPROCS to the serving level (one alone was seen once in a while on
-// short requests: a garbage collection, a burst of connections). There, lateness says nothing (the spare P serves on
+// wait the same way. One such wake-up at the base level raises GOMAXPROCS
+// to the serving level. There, lateness says nothing (the spare P serves on
 // time), so what keeps it raised is the cause itself: every slot taken by
 // requests that hold it for Late or longer on average. After Hold without,
 // it returns to the base (and comes back at the next late wake-up if the
@@ -37,14 +36,19 @@ import (
 //   - a request is long when the process ran Late or more for each admitted
 //     request that finished (requests per CPU millisecond, not per
 //     millisecond: for a P computing a request the two are the same);
-//   - a late wake-up counts only when the process ran at least half the
-//     period: the goroutine waited for the process's own Ps, not for the
-//     kernel to give the process a CPU. Without it, workers of a pool of 8
-//     on 2 CPUs on new-connection load were raised by periods of 12-50 ms
-//     in which each ran 2-3 ms (woken by every connection on the shared
-//     socket, most accepted by other workers) and finished one request. A
-//     worker with less than half a CPU (more workers than CPUs, all busy)
-//     is never raised: a spare P would not get it the CPU either.
+//   - a late wake-up counts only when the process ran at least as long as
+//     the wake-up was late: the goroutine waited while the process's own Ps
+//     ran, not for the kernel to give the process a CPU. Without it,
+//     workers of a pool of 8 on 2 CPUs on new-connection load were raised
+//     by periods of 12-50 ms in which each ran 2-3 ms (woken by every
+//     connection on the shared socket, most accepted by other workers),
+//     finished one request and woke 4-40 ms late. A worker computing one
+//     request now and then (a wake-up 4.6 ms late in a period of 14.6 ms in
+//     which it ran 5.6 ms) still gets the spare P, so a spike finds it there.
+//     Requiring the process to have run half the period, or two such
+//     wake-ups in a row, was tried: neither raised it before a spike, whose
+//     rejections and /healthz then waited 100-180 ms at p99 behind the
+//     first computations, against 6-25 ms.
 //
 // Process CPU time was tried instead of the slots and dropped: threads in
 // system calls hold no P, so on new-connection load the kernel time of
@@ -136,7 +140,6 @@ func observe(before, now SlotUse, wall, ran, late time.Duration) sample {
 type governorState struct {
 	procs int           // the level in force
 	calm  time.Duration // time at the serving level without long requests in every slot
-	wait  bool          // the previous wake-up at the base level saw the serving path wait
 }
 
 // step decides the level after sample s; it returns why the level changed
@@ -144,16 +147,12 @@ type governorState struct {
 func (g *Governor) step(st *governorState, s sample) (why string) {
 	p := g.Procs
 	// waited: the serving path waited for a P behind long requests.
-	waited := s.long && s.late >= g.late() && s.ran >= s.wall/2
+	waited := s.long && s.late >= g.late() && s.ran >= s.late
 	switch {
-	case st.procs == p.Base && waited && !st.wait:
-		st.wait = true
 	case st.procs == p.Base && waited:
-		st.procs, st.calm, st.wait = p.Serving, 0, false
-		return fmt.Sprintf("requests held their slots %v or more on average (the last %d in %v of CPU time, %v of wall time) and a goroutine waited %v for a P, twice in a row",
+		st.procs, st.calm = p.Serving, 0
+		return fmt.Sprintf("requests held their slots %v or more on average (the last %d in %v of CPU time, %v of wall time) and a goroutine waited %v for a P",
 			g.late(), s.finished, s.ran.Round(100*time.Microsecond), s.wall.Round(100*time.Microsecond), s.late.Round(100*time.Microsecond))
-	case st.procs == p.Base:
-		st.wait = false
 	case st.procs == p.Serving && s.long && s.full:
 		st.calm = 0
 	case st.procs == p.Serving:

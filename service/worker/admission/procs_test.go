@@ -44,17 +44,15 @@ func TestGovernorStep(t *testing.T) {
 		{"idle", sample{wall: 10 * ms, idle: true}, 1, false},
 		{"late, but short requests (or the CPU went elsewhere)", sample{wall: 18 * ms, late: 8 * ms}, 1, false},
 		{"long requests, on time (waiting on I/O, Ps free)", sample{wall: 10 * ms, long: true, full: true}, 1, false},
-		{"long requests, late, but the process ran 3 ms of 50: it waited for a CPU, not for a P", sample{wall: 50 * ms, late: 40 * ms, long: true, full: true, ran: 3 * ms}, 1, false},
-		{"the same with 2.6 ms of 13.8", sample{wall: 13800 * time.Microsecond, late: 3800 * time.Microsecond, long: true, full: true, ran: 2600 * time.Microsecond}, 1, false},
-		{"long requests and late: the serving path waited once", sample{wall: 17 * ms, late: 7 * ms, long: true, full: true, ran: 15 * ms}, 1, false},
-		{"short requests: once is forgotten", sample{wall: 12 * ms, late: 2 * ms, ran: 12 * ms}, 1, false},
-		{"waited once more", sample{wall: 17 * ms, late: 7 * ms, long: true, full: true, ran: 15 * ms}, 1, false},
-		{"and again, twice in a row: raised", sample{wall: 17 * ms, late: 7 * ms, long: true, full: true, ran: 15 * ms}, 2, true},
+		{"long requests, 40 ms late, but the process ran 3 ms of 50: it waited for a CPU, not for a P", sample{wall: 50 * ms, late: 40 * ms, long: true, full: true, ran: 3 * ms}, 1, false},
+		{"the same with 2.6 ms run, 3.8 ms late", sample{wall: 13800 * time.Microsecond, late: 3800 * time.Microsecond, long: true, full: true, ran: 2600 * time.Microsecond}, 1, false},
+		{"one long request in a light load: 4.6 ms late while it ran 5.6 ms", sample{wall: 14600 * time.Microsecond, late: 4600 * time.Microsecond, long: true, ran: 5600 * time.Microsecond}, 2, true},
 		{"still long requests in every slot: stays", sample{wall: 10 * ms, long: true, full: true}, 2, false},
 		{"a slot free: calm 60 ms", sample{wall: 60 * ms, long: true}, 2, false},
 		{"full again: the calm starts over", sample{wall: 10 * ms, long: true, full: true}, 2, false},
 		{"short requests in every slot: calm 60 ms", sample{wall: 60 * ms, full: true}, 2, false},
 		{"calm 120 ms in all: back to the base", sample{wall: 60 * ms, idle: true}, 1, true},
+		{"long requests and late: the serving path waited", sample{wall: 17 * ms, late: 7 * ms, long: true, full: true, ran: 15 * ms}, 2, true},
 	}
 	for _, s := range steps {
 		why := g.step(st, s.s)
