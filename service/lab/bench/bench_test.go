@@ -262,7 +262,7 @@ func TestWriteMarkdown(t *testing.T) {
 		"| admitted p99 × unloaded p99 (20.0 ms) | 2.00× | 20.00× |",
 		"| time to reject p50 / p90 / p99 / max | 1.00 ms / 1.50 ms / 2.00 ms / 3.00 ms | – / – / – / – |",
 		"| worker restarts (NRestarts, PID changes) | 0 | 1 (@1 pid 10→11) |",
-		"| GOMAXPROCS per worker (`/metrics`) | 1: 2 | ? |",
+		"| GOMAXPROCS per worker as the spike begins (`/metrics`) | 1: 2 | ? |",
 		"| `/healthz` during the spike: p50 / p90 / p99 / max (non-2xx, errors) | 1.00 ms / – / 2.00 ms / – (5, 0) | – |",
 		"the pool, 1 worker(s), on CPU 0 (a `CPUAffinity=0` drop-in); the generator on CPU 1 (`taskset -c 1`)",
 		"| worker 2 frozen (SIGSTOP) | 155 | 150 | 5 | 0 | 1.00 ms | 1: 150, 2: 0 | 0.75× | 0 |",

@@ -70,7 +70,7 @@ func WriteSpike(w io.Writer, res *Results) {
 		l := r.Health.Latency
 		return fmt.Sprintf("%s / %s / %s / %s (%d, %s)", Millis(l.P50), Millis(l.P90), Millis(l.P99), Millis(l.Max), r.Health.Responses-r.Health.OK, Errors(r.Health))
 	})
-	row("GOMAXPROCS per worker (`/metrics`)", func(r SpikeRun) string { return gomaxprocs(r.GOMAXPROCS) })
+	row("GOMAXPROCS per worker as the spike begins (`/metrics`)", func(r SpikeRun) string { return gomaxprocs(r.GOMAXPROCS) })
 	row("worker restarts (NRestarts, PID changes)", func(r SpikeRun) string { return restarts(r.Before, r.After) })
 	row("VmRSS after (peak VmHWM) per worker", func(r SpikeRun) string {
 		var parts []string
