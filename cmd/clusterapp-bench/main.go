@@ -155,7 +155,18 @@ func newPlan(cpus int, repo string, f flags) bench.Plan {
 		Faults: &bench.FaultPlan{
 			Config: bench.FaultConfiguration(cpus), Route: "/", Concurrency: 16, Duration: f.cell, Timeout: 5 * time.Second,
 		},
+		Start: &bench.StartPlan{Config: nWorkers(cpus), Starts: 5, Kills: 3},
 	}
+}
+
+// nWorkers is the default configurations' pool of one worker per CPU.
+func nWorkers(cpus int) bench.Configuration {
+	for _, c := range bench.DefaultConfigurations(cpus) {
+		if c.Name == bench.NWorkersName {
+			return c
+		}
+	}
+	return bench.CurveConfiguration(cpus)
 }
 
 // write renders the page and the chart into dir, the raw results (every

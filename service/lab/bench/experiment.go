@@ -45,6 +45,9 @@ type Plan struct {
 	Spike *SpikePlan
 	// Faults is the frozen and crash-looping worker scenario; nil skips it.
 	Faults *FaultPlan
+	// Start times a cold start and a killed worker's replacement; nil
+	// skips it.
+	Start *StartPlan
 }
 
 // SpikePlan is issue 7's scenario: 10x the sustainable rate of a CPU route.
@@ -78,6 +81,7 @@ type Results struct {
 	Stack                 *StackResult
 	Spike                 *SpikeResult
 	Faults                *FaultResult
+	Start                 *StartResult `json:",omitempty"`
 }
 
 // ConfigResult is one configuration's measurements.
@@ -198,6 +202,13 @@ func (r *Runner) Run(ctx context.Context, plan Plan) (*Results, error) {
 			return nil, err
 		}
 		res.Faults = faults
+	}
+	if plan.Start != nil {
+		start, err := r.startup(ctx, plan)
+		if err != nil {
+			return nil, err
+		}
+		res.Start = start
 	}
 	return res, nil
 }

@@ -6,8 +6,10 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/worker/crashloop"
 )
 
 // Notes markers: what lies between them in an existing docs/benchmarks.md is
@@ -83,6 +85,16 @@ func WriteMarkdown(w io.Writer, res *Results, chart, notes string) error {
 		p.printf("\n## A frozen or crash-looping worker under load\n\n")
 		writeFaultsMethod(p, res)
 		WriteFaults(p, res)
+	}
+	if res.Start != nil {
+		p.printf("\n## Start and replacement\n\n")
+		p.printf("The pool of %d workers (`%s`), timed with the clocks inside the box, nothing polling it meanwhile.\n",
+			res.Start.Workers, strings.ReplaceAll(strings.TrimSpace(res.Plan.Start.Config.Env), "\n", "` `"))
+		p.printf("A cold start: every unit stopped, then `systemctl start %s %s` and curl of `/` from the same shell;\n", config.SocketUnit, config.MetricsSocketUnit)
+		p.printf("times from just before `systemctl start`, worker 1's from systemd's journal lines (issue 12's target:\n")
+		p.printf("the first 200 within 100 ms). A replacement: `kill -9` of worker 1 after it served %v (a lone crash), from\n", crashloop.StableAfter+time.Second)
+		p.printf("systemd's \"Main process exited\" to the new process's \"Started\" (READY=1) (target: 200 ms).\n\n")
+		WriteStart(p, res)
 	}
 	p.printf("\n## Notes\n\n%s\n%s\n%s\n", NotesBegin, notes, NotesEnd)
 	return p.err

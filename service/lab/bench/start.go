@@ -1,0 +1,247 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/lab/sandbox"
+	"github.com/clusterapp/clusterapp/service/worker/crashloop"
+)
+
+// StartPlan times the two moments an operator waits for the pool, with the
+// clocks inside the box (the shell's, and systemd's own journal
+// timestamps), never by polling the box while it happens (polling takes
+// the CPUs the start needs: a kill measured while the box was polled read
+// 190-270 ms against 113-130 ms):
+//   - a cold start: every unit stopped, then `systemctl start` of both
+//     sockets and curl of `/`, timed to its 200; the first worker's
+//     "Starting" and "Started" (READY=1) lines on the same clock;
+//   - a replacement: `kill -9` of worker 1, from systemd's "Main process
+//     exited" line to the new process's "Started" line, each kill after the
+//     worker has served longer than crashloop.StableAfter (a lone crash, no
+//     back-off).
+type StartPlan struct {
+	Config Configuration // the pool (N workers at the defaults)
+	Starts int           // cold starts; default 1
+	Kills  int           // kills of worker 1; default 1
+	// KillAfter is how long worker 1 serves before each kill (default
+	// crashloop.StableAfter and a second); ReadAfter how long the box is
+	// left to itself after the kill before anything reads it (default 2 s).
+	KillAfter, ReadAfter time.Duration
+}
+
+// StartResult is the cold starts and the replacements.
+type StartResult struct {
+	Workers int
+	Starts  []StartRun
+	// Kills: from "Main process exited" to the replacement's READY=1.
+	Kills []time.Duration
+}
+
+// StartRun is one cold start, each time from `systemctl start`.
+type StartRun struct {
+	FirstOK  time.Duration // curl has its 200
+	Starting time.Duration // worker 1 is "Starting" (the first connection reached systemd)
+	Ready    time.Duration // worker 1 sent READY=1 ("Started")
+}
+
+// errJournal says the journal lacked a line a timing needs.
+var errJournal = errors.New("bench: the journal lacks the line")
+
+// coldStartScript stops everything, then prints "result <HTTP code> <ns
+// before systemctl start> <ns after curl>" (Exec returns stderr too, where
+// systemctl warns that a stopped worker can still be activated).
+const coldStartScript = `systemctl stop ` + config.TargetUnit + ` '` + config.WorkerPattern + `' ` + config.SocketUnit + ` ` + config.MetricsSocketUnit + ` 2>/dev/null
+sleep 1
+t0=$(date +%s%N)
+systemctl start ` + config.SocketUnit + ` ` + config.MetricsSocketUnit + `
+code=$(curl -s -o /dev/null --max-time 10 -w '%{http_code}' ` + sandbox.URL + `/)
+t1=$(date +%s%N)
+echo "result $code $t0 $t1"`
+
+// killScript kills the unit $1's main process and prints "result <ns
+// before the kill>"; it does not wait for the replacement (the caller
+// sleeps, then reads the journal).
+const killScript = `pid=$(systemctl show -P MainPID "$1")
+[ "$pid" -gt 0 ] 2>/dev/null || { echo "no main process" >&2; exit 1; }
+t0=$(date +%s%N)
+kill -9 "$pid"
+echo "result $t0"`
+
+func (r *Runner) startup(ctx context.Context, plan Plan) (*StartResult, error) {
+	sp := plan.Start
+	workers, err := sp.Config.Workers(plan.CPUs)
+	if err != nil {
+		return nil, err
+	}
+	r.logf(">> start and replacement: %d workers, %d cold starts, %d kills of worker 1", workers, max(sp.Starts, 1), max(sp.Kills, 1))
+	if err := r.apply(ctx, sp.Config, workers); err != nil {
+		return nil, err
+	}
+	res := &StartResult{Workers: workers}
+	unit := config.WorkerUnit(1)
+	for range max(sp.Starts, 1) {
+		out, err := r.Box.Exec(ctx, time.Minute, "sh", "-c", coldStartScript)
+		if err != nil {
+			return nil, fmt.Errorf("cold start: %w", err)
+		}
+		f := resultFields(out)
+		if len(f) != 3 || f[0] != "200" {
+			return nil, fmt.Errorf("%w: cold start: curl of / gave %q", ErrNoResponses, out)
+		}
+		t0, err1 := strconv.ParseInt(f[1], 10, 64)
+		t1, err2 := strconv.ParseInt(f[2], 10, 64)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("cold start: unexpected output %q", out)
+		}
+		if err := r.Box.WaitReady(ctx, workers, defaultReadyTimeout); err != nil {
+			return nil, fmt.Errorf("cold start: %w", err)
+		}
+		lines, err := r.journalSince(ctx, unit, t0)
+		if err != nil {
+			return nil, err
+		}
+		starting, err1 := lineAfter(lines, "Starting "+unit, t0)
+		ready, err2 := lineAfter(lines, "Started "+unit, t0)
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, fmt.Errorf("cold start: %w", err)
+		}
+		run := StartRun{FirstOK: time.Duration(t1 - t0), Starting: time.Duration(starting - t0), Ready: time.Duration(ready - t0)}
+		res.Starts = append(res.Starts, run)
+		r.logf("   cold start: first 200 after %v (worker 1 starting at %v, READY=1 at %v)", ms(run.FirstOK), ms(run.Starting), ms(run.Ready))
+	}
+	for range max(sp.Kills, 1) {
+		// Past StableAfter, so the worker's crash-loop pacing sees a lone
+		// crash and restarts it at once.
+		if err := sleep(ctx, orDefault(sp.KillAfter, crashloop.StableAfter+time.Second)); err != nil {
+			return nil, err
+		}
+		out, err := r.Box.Exec(ctx, time.Minute, "sh", "-c", killScript, "kill", unit)
+		if err != nil {
+			return nil, fmt.Errorf("kill %s: %w", unit, err)
+		}
+		f := resultFields(out)
+		if len(f) != 1 {
+			return nil, fmt.Errorf("kill %s: unexpected output %q", unit, out)
+		}
+		t0, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("kill %s: unexpected output %q", unit, out)
+		}
+		if err := sleep(ctx, orDefault(sp.ReadAfter, 2*time.Second)); err != nil {
+			return nil, err
+		}
+		if err := r.Box.WaitReady(ctx, workers, defaultReadyTimeout); err != nil {
+			return nil, fmt.Errorf("after killing %s: %w", unit, err)
+		}
+		lines, err := r.journalSince(ctx, unit, t0)
+		if err != nil {
+			return nil, err
+		}
+		exited, err := lineAfter(lines, "Main process exited", t0)
+		if err != nil {
+			return nil, fmt.Errorf("kill %s: %w", unit, err)
+		}
+		ready, err := lineAfter(lines, "Started "+unit, exited)
+		if err != nil {
+			return nil, fmt.Errorf("kill %s: %w", unit, err)
+		}
+		res.Kills = append(res.Kills, time.Duration(ready-exited))
+		r.logf("   kill -9 of %s: READY=1 %v after the exit", unit, ms(time.Duration(ready-exited)))
+	}
+	return res, nil
+}
+
+// resultFields returns the fields after "result" on a script's last
+// result line (nil without one).
+func resultFields(out string) []string {
+	var fields []string
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == "result" {
+			fields = f[1:]
+		}
+	}
+	return fields
+}
+
+// journalSince returns unit's journal lines from ns (Unix nanoseconds) on,
+// each with its realtime timestamp: "<seconds>.<micros> <host> <text>".
+func (r *Runner) journalSince(ctx context.Context, unit string, ns int64) (string, error) {
+	since := fmt.Sprintf("@%d.%06d", ns/1e9, ns%1e9/1e3)
+	out, err := r.Box.Exec(ctx, 30*time.Second, "journalctl", "-q", "--no-pager", "-o", "short-unix", "-u", unit, "--since", since)
+	if err != nil {
+		return "", fmt.Errorf("journal of %s: %w", unit, err)
+	}
+	return out, nil
+}
+
+// lineAfter returns the timestamp (Unix nanoseconds) of the first journal
+// line at or after ns that contains text.
+func lineAfter(journal, text string, ns int64) (int64, error) {
+	for _, line := range strings.Split(journal, "\n") {
+		stamp, rest, ok := strings.Cut(line, " ")
+		if !ok || !strings.Contains(rest, text) {
+			continue
+		}
+		secs, frac, _ := strings.Cut(stamp, ".")
+		s, err1 := strconv.ParseInt(secs, 10, 64)
+		us, err2 := strconv.ParseInt((frac + "000000")[:6], 10, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		if t := s*1e9 + us*1e3; t >= ns-1e3 { // the journal keeps microseconds
+			return t, nil
+		}
+	}
+	return 0, fmt.Errorf("%w %q", errJournal, text)
+}
+
+// orDefault is d, or def when d is not positive.
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// ms formats d in milliseconds.
+func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
+
+// WriteStart writes the cold starts and the replacements, with their
+// medians against issue 12's targets.
+func WriteStart(w io.Writer, res *Results) {
+	p := asPrinter(w)
+	s := res.Start
+	p.printf("| cold start | first 200 | worker 1 \"Starting\" | worker 1 READY=1 |\n|---|---|---|---|\n")
+	var first, starting, ready []float64
+	for i, run := range s.Starts {
+		p.printf("| %d | %s | %s | %s |\n", i+1, ms(run.FirstOK), ms(run.Starting), ms(run.Ready))
+		first, starting, ready = append(first, float64(run.FirstOK)), append(starting, float64(run.Starting)), append(ready, float64(run.Ready))
+	}
+	p.printf("| median | **%s** | %s | %s |\n\n", ms(time.Duration(median(first))), ms(time.Duration(median(starting))), ms(time.Duration(median(ready))))
+	p.printf("| kill -9 of worker 1 | exit to READY=1 |\n|---|---|\n")
+	var kills []float64
+	for i, k := range s.Kills {
+		p.printf("| %d | %s |\n", i+1, ms(k))
+		kills = append(kills, float64(k))
+	}
+	p.printf("| median | **%s** |\n", ms(time.Duration(median(kills))))
+}

@@ -1,0 +1,78 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/lab/sandbox"
+)
+
+// A cold start is timed from before `systemctl start` to curl's 200 by the
+// box's shell, worker 1's "Starting" and "Started" by the journal on the
+// same clock; a replacement from the journal's exit line to the next
+// "Started". The page gives every run and the medians.
+func TestStartupTimesColdStartsAndKills(t *testing.T) {
+	const t0 = int64(1796190705_000000000) // ns
+	unit := config.WorkerUnit(1)
+	stamp := func(ms int) string { // a journal timestamp ms after t0
+		ns := t0 + int64(ms)*1e6
+		return fmt.Sprintf("%d.%06d", ns/1e9, ns%1e9/1e3)
+	}
+	var killed []string
+	box := &sandbox.Driver{Name: "t", Command: func(ctx context.Context, args ...string) ([]byte, error) {
+		cmd := strings.Join(args, " ")
+		switch {
+		case strings.Contains(cmd, "date +%s%N") && strings.Contains(cmd, "curl"):
+			return []byte(fmt.Sprintf("Warning: Stopping %s, but it can still be activated by:\nresult 200 %d %d\n", unit, t0, t0+180e6)), nil
+		case strings.Contains(cmd, "kill -9"):
+			killed = append(killed, args[len(args)-1])
+			return []byte(fmt.Sprintf("result %d\n", t0)), nil
+		case strings.Contains(cmd, "journalctl"):
+			return []byte(strings.Join([]string{
+				stamp(-5) + " h systemd[1]: Stopped " + unit + " - clusterapp worker 1.",
+				stamp(65) + " h systemd[1]: Starting " + unit + " - clusterapp worker 1...",
+				stamp(170) + " h systemd[1]: Started " + unit + " - clusterapp worker 1.",
+				stamp(300) + " h systemd[1]: " + unit + ": Main process exited, code=killed, status=9/KILL",
+				stamp(420) + " h systemd[1]: Started " + unit + " - clusterapp worker 1.",
+			}, "\n")), nil
+		case strings.Contains(cmd, "systemctl list-units"):
+			return []byte(unitListing(2)), nil
+		case strings.Contains(cmd, "curl"):
+			return []byte("200"), nil
+		}
+		return nil, nil
+	}}
+	plan := Plan{CPUs: 2, Start: &StartPlan{Config: DefaultConfigurations(2)[1], Starts: 2, Kills: 1, KillAfter: time.Millisecond, ReadAfter: time.Millisecond}}
+	res, err := (&Runner{Box: box}).startup(context.Background(), plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := StartRun{FirstOK: 180 * time.Millisecond, Starting: 65 * time.Millisecond, Ready: 170 * time.Millisecond}
+	if len(res.Starts) != 2 || res.Starts[1] != want {
+		t.Fatalf("starts %+v, want two of %+v", res.Starts, want)
+	}
+	if len(res.Kills) != 1 || res.Kills[0] != 120*time.Millisecond || len(killed) != 1 || killed[0] != unit {
+		t.Fatalf("kills %v of %q, want one of 120 ms (exit at 300, Started at 420) of %s", res.Kills, killed, unit)
+	}
+	var page bytes.Buffer
+	WriteStart(&page, &Results{Start: res})
+	containsAll(t, "the start tables", page.String(), "| median | **180 ms** | 65 ms | 170 ms |", "| 1 | 120 ms |", "| median | **120 ms** |")
+}
+
+// lineAfter finds the first line with the text at or after the moment, and
+// says which line is missing.
+func TestLineAfter(t *testing.T) {
+	journal := "1796190705.100000 h a: Started x\n1796190705.300000 h a: Started x\nnot a line\n"
+	if got, err := lineAfter(journal, "Started x", 1796190705_200000000); err != nil || got != 1796190705_300000000 {
+		t.Fatalf("lineAfter = %d, %v; want the second line", got, err)
+	}
+	if _, err := lineAfter(journal, "Main process exited", 0); !errors.Is(err, errJournal) || !strings.Contains(err.Error(), "Main process exited") {
+		t.Fatalf("err = %v, want errJournal naming the text", err)
+	}
+}
