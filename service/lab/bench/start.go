@@ -56,8 +56,11 @@ var errJournal = errors.New("bench: the journal lacks the line")
 
 // coldStartScript stops everything, then prints "result <HTTP code> <ns
 // before systemctl start> <ns after curl>" (Exec returns stderr too, where
-// systemctl warns that a stopped worker can still be activated).
+// systemctl warns that a stopped worker can still be activated). The
+// sockets keep systemd's default start limit (5 starts in 10 s), which the
+// fifth start in a row hit: reset-failed clears it.
 const coldStartScript = `systemctl stop ` + config.TargetUnit + ` '` + config.WorkerPattern + `' ` + config.SocketUnit + ` ` + config.MetricsSocketUnit + ` 2>/dev/null
+systemctl reset-failed ` + config.SocketUnit + ` ` + config.MetricsSocketUnit + ` 2>/dev/null
 sleep 1
 t0=$(date +%s%N)
 systemctl start ` + config.SocketUnit + ` ` + config.MetricsSocketUnit + `
