@@ -117,7 +117,7 @@ type sample struct {
 	// idle: no request ran or finished.
 	idle bool
 	// finished and ran: the admitted requests that finished, and the
-	// process's CPU time (as long computed when unknown).
+	// process's CPU time (Slots times the wall time when unknown).
 	finished uint64
 	ran      time.Duration
 }
