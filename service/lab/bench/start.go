@@ -122,7 +122,7 @@ func (r *Runner) startup(ctx context.Context, plan Plan) (*StartResult, error) {
 	for range max(sp.Kills, 1) {
 		// Past StableAfter, so the worker's crash-loop pacing sees a lone
 		// crash and restarts it at once.
-		if err := sleep(ctx, orDefault(sp.KillAfter, crashloop.StableAfter+time.Second)); err != nil {
+		if err := sleep(ctx, sp.killAfter()); err != nil {
 			return nil, err
 		}
 		out, err := r.Box.Exec(ctx, time.Minute, "sh", "-c", killScript, "kill", unit)
@@ -203,6 +203,11 @@ func lineAfter(journal, text string, ns int64) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("%w %q", errJournal, text)
+}
+
+// killAfter is KillAfter or its default.
+func (sp *StartPlan) killAfter() time.Duration {
+	return orDefault(sp.KillAfter, crashloop.StableAfter+time.Second)
 }
 
 // orDefault is d, or def when d is not positive.
