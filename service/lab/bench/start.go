@@ -117,7 +117,7 @@ func (r *Runner) startup(ctx context.Context, plan Plan) (*StartResult, error) {
 		}
 		run := StartRun{FirstOK: time.Duration(t1 - t0), Starting: time.Duration(starting - t0), Ready: time.Duration(ready - t0)}
 		res.Starts = append(res.Starts, run)
-		r.logf("   cold start: first 200 after %v (worker 1 starting at %v, READY=1 at %v)", ms(run.FirstOK), ms(run.Starting), ms(run.Ready))
+		r.logf("   cold start: first 200 after %v (worker 1 starting at %v, READY=1 at %v)", Millis(run.FirstOK), Millis(run.Starting), Millis(run.Ready))
 	}
 	for range max(sp.Kills, 1) {
 		// Past StableAfter, so the worker's crash-loop pacing sees a lone
@@ -156,7 +156,7 @@ func (r *Runner) startup(ctx context.Context, plan Plan) (*StartResult, error) {
 			return nil, fmt.Errorf("kill %s: %w", unit, err)
 		}
 		res.Kills = append(res.Kills, time.Duration(ready-exited))
-		r.logf("   kill -9 of %s: READY=1 %v after the exit", unit, ms(time.Duration(ready-exited)))
+		r.logf("   kill -9 of %s: READY=1 %v after the exit", unit, Millis(time.Duration(ready-exited)))
 	}
 	return res, nil
 }
@@ -230,9 +230,6 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// ms formats d in milliseconds.
-func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
-
 // WriteStart writes the cold starts and the replacements, with their
 // medians against issue 12's targets.
 func WriteStart(w io.Writer, res *Results) {
@@ -241,15 +238,15 @@ func WriteStart(w io.Writer, res *Results) {
 	p.printf("| cold start | first 200 | worker 1 \"Starting\" | worker 1 READY=1 |\n|---|---|---|---|\n")
 	var first, starting, ready []float64
 	for i, run := range s.Starts {
-		p.printf("| %d | %s | %s | %s |\n", i+1, ms(run.FirstOK), ms(run.Starting), ms(run.Ready))
+		p.printf("| %d | %s | %s | %s |\n", i+1, Millis(run.FirstOK), Millis(run.Starting), Millis(run.Ready))
 		first, starting, ready = append(first, float64(run.FirstOK)), append(starting, float64(run.Starting)), append(ready, float64(run.Ready))
 	}
-	p.printf("| median | **%s** | %s | %s |\n\n", ms(time.Duration(median(first))), ms(time.Duration(median(starting))), ms(time.Duration(median(ready))))
+	p.printf("| median | **%s** | %s | %s |\n\n", Millis(time.Duration(median(first))), Millis(time.Duration(median(starting))), Millis(time.Duration(median(ready))))
 	p.printf("| kill -9 of worker 1 | exit to READY=1 |\n|---|---|\n")
 	var kills []float64
 	for i, k := range s.Kills {
-		p.printf("| %d | %s |\n", i+1, ms(k))
+		p.printf("| %d | %s |\n", i+1, Millis(k))
 		kills = append(kills, float64(k))
 	}
-	p.printf("| median | **%s** |\n", ms(time.Duration(median(kills))))
+	p.printf("| median | **%s** |\n", Millis(time.Duration(median(kills))))
 }

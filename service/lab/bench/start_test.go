@@ -62,7 +62,7 @@ func TestStartupTimesColdStartsAndKills(t *testing.T) {
 	}
 	var page bytes.Buffer
 	WriteStart(&page, &Results{Start: res})
-	containsAll(t, "the start tables", page.String(), "| median | **180 ms** | 65 ms | 170 ms |", "| 1 | 120 ms |", "| median | **120 ms** |")
+	containsAll(t, "the start tables", page.String(), "| median | **180 ms** | 65.0 ms | 170 ms |", "| 1 | 120 ms |", "| median | **120 ms** |")
 }
 
 // lineAfter finds the first line with the text at or after the moment, and
