@@ -160,23 +160,17 @@ func (r *Runner) curveRound(ctx context.Context, plan Plan, pt *CurvePoint, roun
 	}
 	for i := range pt.Cells {
 		cr := &pt.Cells[i]
-		before, err := r.sched(ctx)
-		if err != nil {
-			return err
-		}
-		res, err := r.load(ctx, cr.Cell.Route, cp.Duration, "-c", strconv.Itoa(cp.Concurrency), "-d", cp.Duration.String(),
-			"-keepalive="+strconv.FormatBool(cr.Cell.KeepAlive))
+		run, err := r.counted(ctx, config.WorkerPattern, func() (*loadgen.Result, error) {
+			return r.load(ctx, cr.Cell.Route, cp.Duration, "-c", strconv.Itoa(cp.Concurrency), "-d", cp.Duration.String(),
+				"-keepalive="+strconv.FormatBool(cr.Cell.KeepAlive))
+		})
 		if err != nil {
 			return fmt.Errorf("curve %s %s: %w", c.Name, cr.Cell, err)
 		}
+		res := run.Result
 		if res.OK == 0 {
 			return fmt.Errorf("%w: curve %s %s: status %v, errors %v", ErrNoResponses, c.Name, cr.Cell, res.StatusCodes, res.ErrorSamples)
 		}
-		after, err := r.sched(ctx)
-		if err != nil {
-			return err
-		}
-		run := CurveRun{Result: res, Wakeups: after.Wakeups - before.Wakeups, CPUNs: after.CPUNs - before.CPUNs}
 		cr.Runs = append(cr.Runs, run)
 		wakes, cpu := run.PerRequest()
 		r.logf("   %-28s %8.1f req/s  %5.2f wake-ups/req  %6.1f µs CPU/req", cr.Cell, Goodput(res), wakes, cpu)
@@ -204,11 +198,23 @@ for u in $(systemctl list-units --plain --no-legend --state=active "$1" | cut -d
 done
 echo "$c $t"`
 
-// sched reads the workers' scheduling counters inside the box. A thread or
-// worker that ends between two readings takes its counts with it, so the
-// runs must not restart workers.
-func (r *Runner) sched(ctx context.Context) (SchedCounters, error) {
-	return r.schedOf(ctx, config.WorkerPattern)
+// counted runs load between two readings of the scheduling counters of
+// the units matching pattern. A thread or process that ends between the
+// two takes its counts with it, so the load must not restart them.
+func (r *Runner) counted(ctx context.Context, pattern string, load func() (*loadgen.Result, error)) (CurveRun, error) {
+	before, err := r.schedOf(ctx, pattern)
+	if err != nil {
+		return CurveRun{}, err
+	}
+	res, err := load()
+	if err != nil {
+		return CurveRun{}, err
+	}
+	after, err := r.schedOf(ctx, pattern)
+	if err != nil {
+		return CurveRun{}, err
+	}
+	return CurveRun{Result: res, Wakeups: after.Wakeups - before.Wakeups, CPUNs: after.CPUNs - before.CPUNs}, nil
 }
 
 // schedOf reads the scheduling counters of the units matching pattern.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/lab/loadgen"
 	"github.com/clusterapp/clusterapp/service/lab/sandbox"
 )
 
@@ -102,20 +103,14 @@ func (r *Runner) stack(ctx context.Context, plan Plan) (*StackResult, error) {
 			{sandbox.URL + sp.Route, config.WorkerPattern, &res.Pool, &res.PoolCPU},
 			{bare.base() + sp.Route, anchorUnit, &res.Bare, &res.BareCPU},
 		} {
-			before, err := r.schedOf(ctx, t.units)
-			if err != nil {
-				return nil, fmt.Errorf("handler stack: %w", err)
-			}
-			run, err := r.loadURL(ctx, "", t.url, sp.Duration, flags...)
+			run, err := r.counted(ctx, t.units, func() (*loadgen.Result, error) {
+				return r.loadURL(ctx, "", t.url, sp.Duration, flags...)
+			})
 			if err != nil {
 				return nil, fmt.Errorf("handler stack %s: %w", t.url, err)
 			}
-			after, err := r.schedOf(ctx, t.units)
-			if err != nil {
-				return nil, fmt.Errorf("handler stack: %w", err)
-			}
-			_, cpu := CurveRun{Result: run, CPUNs: after.CPUNs - before.CPUNs}.PerRequest()
-			*t.rate, *t.cpu = append(*t.rate, Goodput(run)), append(*t.cpu, cpu)
+			_, cpu := run.PerRequest()
+			*t.rate, *t.cpu = append(*t.rate, Goodput(run.Result)), append(*t.cpu, cpu)
 		}
 		i := len(res.Pool) - 1
 		r.logf("   round %d: %s %.1f req/s (%.1f µs CPU/req), bare %.1f req/s (%.1f µs CPU/req)",
