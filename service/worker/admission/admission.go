@@ -32,7 +32,8 @@ type Observer interface {
 // Limiter admits at most MaxInFlight requests at a time.
 type Limiter struct {
 	slots      chan struct{}
-	released   atomic.Uint64 // admitted requests finished
+	released   atomic.Uint64  // admitted requests finished
+	started    chan Admission // an admission, when none is pending
 	wait       time.Duration
 	retryAfter string
 	exempt     map[string]bool
@@ -64,7 +65,7 @@ func New(opts Options) *Limiter {
 		now = time.Now
 	}
 	return &Limiter{
-		slots: make(chan struct{}, opts.MaxInFlight), wait: opts.Wait,
+		slots: make(chan struct{}, opts.MaxInFlight), started: make(chan Admission, 1), wait: opts.Wait,
 		retryAfter: strconv.Itoa(secs), exempt: exempt, obs: opts.Observer, now: now,
 	}
 }
@@ -88,6 +89,12 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 			return
 		}
 		defer l.release()
+		if len(l.started) == 0 { // one load per request while a signal is pending
+			select {
+			case l.started <- Admission{At: time.Now(), CPU: processCPU()}: // the Governor's clocks, not Options.Now
+			default:
+			}
+		}
 		if l.obs != nil {
 			l.obs.Admitted(waited)
 		}
@@ -132,3 +139,10 @@ func (l *Limiter) InFlight() int { return len(l.slots) }
 func (l *Limiter) Slots() SlotUse {
 	return SlotUse{Slots: cap(l.slots), InFlight: len(l.slots), Released: l.released.Load()}
 }
+
+// Started carries a request's admission (its time, and the process's CPU
+// time then) when no earlier one is pending: a request never waits on it,
+// and while one is pending (a Governor takes it only when it goes idle)
+// costs a single load. A Governor asleep while nothing runs wakes up on it
+// and judges from the admission on how long it then waited for a P.
+func (l *Limiter) Started() <-chan Admission { return l.started }

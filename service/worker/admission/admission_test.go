@@ -31,6 +31,24 @@ func TestShedsBeyondCapacity(t *testing.T) {
 	}
 	<-entered
 	<-entered
+	// The first admission is signalled, with the time it was admitted; the
+	// second finds that signal pending and adds none.
+	select {
+	case a := <-l.Started():
+		if since := time.Since(a.At); since < 0 || since > time.Minute {
+			t.Fatalf("Started carried %v, %v before now: not the time of the admission", a.At, since)
+		}
+		if now := processCPU(); now >= 0 && (a.CPU < 0 || a.CPU > now) {
+			t.Fatalf("Started carried a CPU time of %v, the process's is %v now", a.CPU, now)
+		}
+	default:
+		t.Fatal("Started not signalled when a request was admitted")
+	}
+	select {
+	case <-l.Started():
+		t.Fatal("Started signalled twice: the second admission should have found the first signal pending")
+	default:
+	}
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/fib", nil))
 	if rec.Code != 503 || rec.Header().Get("Retry-After") != "2" {

@@ -50,6 +50,20 @@ import (
 //     rejections and /healthz then waited 100-180 ms at p99 behind the
 //     first computations, against 6-25 ms.
 //
+// While nothing runs it sleeps Idle, and the first request admitted ends
+// that sleep (Started): the signal readies its goroutine next on that P,
+// and that look is judged from the admission on (how late it came, what
+// the process ran, what finished). At the base level with one slot, a
+// request that computes keeps it off the P until the request ends, the
+// very wait a rejection or /healthz has, so a spike that finds the worker
+// idle gets the spare P once its first request is done. Before, the first
+// look came up to Idle into the spike, and at one P a look due on the timer
+// could queue behind the connections' goroutines for up to a second
+// (docs/benchmarks.md, "A spike that finds the worker idle"). Raising when
+// requests find every slot taken does not work there: at one P and one
+// slot, the request holding the slot also holds the P, and it ends before
+// another request reaches admission.
+//
 // Process CPU time was tried instead of the slots and dropped: threads in
 // system calls hold no P, so on new-connection load the kernel time of
 // accept4 and close made short requests look like computing Ps, and user
@@ -60,8 +74,9 @@ import (
 // away.
 //
 // The cost is one timer and a few atomic loads per wake-up, and a
-// stop-the-world of a few microseconds at each change; no request does any
-// work for it.
+// stop-the-world of a few microseconds at each change. A request pays one
+// load (the length of Started's channel), and the first admitted after an
+// idle look sends the signal: a clock read and a CPU-time read.
 type Governor struct {
 	Procs Procs
 	// Slots reports the admission slots' use (Limiter.Slots); required.
@@ -74,6 +89,10 @@ type Governor struct {
 	// value when it cannot be read (requests are then judged on the wall
 	// clock); nil means CLOCK_PROCESS_CPUTIME_ID.
 	CPU func() time.Duration
+	// Started, when set, carries a request's admission (Limiter.Started):
+	// it ends an idle period, and that look is judged from the admission
+	// on: how late it came, what the process ran, what finished.
+	Started <-chan Admission
 	// Changed, when set, is told of every change and why.
 	Changed func(from, to int, why string)
 	// Tick, Idle, Late and Hold default to DefaultTick, DefaultIdle,
@@ -98,6 +117,13 @@ const (
 	DefaultHold = 10 * time.Second
 )
 
+// Admission is when a request was admitted: the wall clock (time.Now) and
+// the process's CPU time (negative when unknown).
+type Admission struct {
+	At  time.Time
+	CPU time.Duration
+}
+
 // SlotUse is the state of a worker's admission slots.
 type SlotUse struct {
 	Slots, InFlight int
@@ -116,6 +142,9 @@ type sample struct {
 	full bool
 	// idle: no request ran or finished.
 	idle bool
+	// woken: the sample runs from a request's admission, which ended an
+	// idle period; late is then the whole sample.
+	woken bool
 	// finished and ran: the admitted requests that finished, and the
 	// process's CPU time (Slots times the wall time when unknown).
 	finished uint64
@@ -146,8 +175,15 @@ type governorState struct {
 // ("" when it did not).
 func (g *Governor) step(st *governorState, s sample) (why string) {
 	p := g.Procs
-	// waited: the serving path waited for a P behind long requests.
-	waited := s.long && s.late >= g.late() && s.ran >= s.late
+	// waited: the serving path waited for a P behind long requests, the
+	// process running at least as long as the wake-up was late (within a
+	// period that also holds the sleep); woken by an admission, the whole
+	// sample is the wait, and the process must have run half of it.
+	need := s.late
+	if s.woken {
+		need = s.late / 2
+	}
+	waited := s.long && s.late >= g.late() && s.ran >= need
 	switch {
 	case st.procs == p.Base && waited:
 		st.procs, st.calm = p.Serving, 0
@@ -164,12 +200,13 @@ func (g *Governor) step(st *governorState, s sample) (why string) {
 	return ""
 }
 
-// period is how long to sleep after sample s.
-func (g *Governor) period(st *governorState, s sample) time.Duration {
+// period is how long to sleep after sample s, and whether that is an idle
+// period (one that Started ends).
+func (g *Governor) period(st *governorState, s sample) (time.Duration, bool) {
 	if st.procs == g.Procs.Base && s.idle {
-		return or(g.Idle, DefaultIdle)
+		return or(g.Idle, DefaultIdle), true
 	}
-	return or(g.Tick, DefaultTick)
+	return or(g.Tick, DefaultTick), false
 }
 
 // Run applies the base level and governs until ctx ends. With Base ==
@@ -196,19 +233,29 @@ func (g *Governor) Run(ctx context.Context) error {
 	lastSlots, last, lastCPU, wait := g.Slots(), now(), cpu(), or(g.Tick, DefaultTick)
 	t := time.NewTimer(wait)
 	defer t.Stop()
+	var started <-chan Admission // listened to during an idle period only
 	for {
+		// The sample runs from the previous look, and the wake-up is due a
+		// wait after it; or, woken by an admission, both run from the
+		// admission (a signal older than the previous look is stale).
+		since, sinceCPU, due, woken := last, lastCPU, last.Add(wait), false
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
+		case a := <-started:
+			t.Stop()
+			if due = last; !a.At.Before(last) {
+				since, sinceCPU, due, woken = a.At, a.CPU, a.At, true
+			}
 		}
 		at, slots, used := now(), g.Slots(), cpu()
 		ran := time.Duration(-1)
-		if used >= 0 && lastCPU >= 0 {
-			ran = used - lastCPU
+		if used >= 0 && sinceCPU >= 0 {
+			ran = used - sinceCPU
 		}
-		s := observe(lastSlots, slots, at.Sub(last), ran, g.late())
-		s.late = at.Sub(last) - wait
+		s := observe(lastSlots, slots, at.Sub(since), ran, g.late())
+		s.late, s.woken = at.Sub(due), woken
 		last, lastSlots, lastCPU = at, slots, used
 		from := st.procs
 		if why := g.step(st, s); why != "" {
@@ -217,7 +264,12 @@ func (g *Governor) Run(ctx context.Context) error {
 				g.Changed(from, st.procs, why)
 			}
 		}
-		wait = g.period(st, s)
+		var idle bool
+		if wait, idle = g.period(st, s); idle {
+			started = g.Started
+		} else {
+			started = nil
+		}
 		t.Reset(wait)
 	}
 }

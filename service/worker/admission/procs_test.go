@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -58,6 +59,32 @@ func TestGovernorStep(t *testing.T) {
 		why := g.step(st, s.s)
 		if st.procs != s.procs || (why != "") != s.changed {
 			t.Fatalf("%s: level %d (why %q), want %d (changed %v)", s.name, st.procs, why, s.procs, s.changed)
+		}
+	}
+}
+
+// Woken by an admission, the sample runs from it: the wake-up's lateness is
+// the whole sample, and the process must have run half of it for the wait
+// to be its own Ps computing, not the kernel running other processes.
+func TestGovernorStepWoken(t *testing.T) {
+	ms := time.Millisecond
+	g := &Governor{Procs: Procs{Base: 1, Serving: 2}}
+	for _, c := range []struct {
+		name   string
+		s      sample
+		raised bool
+	}{
+		{"a request computed 6 ms before the governor got the P", sample{wall: 6 * ms, late: 6 * ms, ran: 6 * ms, long: true, woken: true}, true},
+		{"5 ms late, the process ran 2.6 ms of it", sample{wall: 5 * ms, late: 5 * ms, ran: 2600 * time.Microsecond, long: true, woken: true}, true},
+		{"5.2 ms late, the process ran 1 ms of it: other processes had the CPU", sample{wall: 5200 * time.Microsecond, late: 5200 * time.Microsecond, ran: ms, long: true, woken: true}, false},
+		{"1 ms late: on time", sample{wall: ms, late: ms, ran: ms, long: true, woken: true}, false},
+		{"6 ms late, short requests finished", sample{wall: 6 * ms, late: 6 * ms, ran: 6 * ms, woken: true}, false},
+		{"the same lateness and CPU time after a Tick: the period held the sleep, so it must have run 5.2 ms", sample{wall: 15200 * time.Microsecond, late: 5200 * time.Microsecond, ran: 3 * ms, long: true}, false},
+	} {
+		st := &governorState{procs: 1}
+		why := g.step(st, c.s)
+		if raised := st.procs == 2; raised != c.raised {
+			t.Errorf("%s: raised %v (why %q), want %v", c.name, raised, why, c.raised)
 		}
 	}
 }
@@ -136,6 +163,53 @@ func TestGovernorRun(t *testing.T) {
 	}
 	if !strings.Contains(first, "base") || !strings.Contains(raised, "waited") {
 		t.Errorf("reasons %q, %q", first, raised)
+	}
+}
+
+// Asleep for an idle period (here an hour), Run wakes up when a request is
+// admitted (Started) and reads its lateness from the admission's time: 9 ms
+// late while the process computed 10 ms and the request held the slot, the
+// serving path waited, and the level is raised at this first look.
+func TestGovernorRunWakesOnAdmission(t *testing.T) {
+	var elapsed atomic.Int64 // the fake clock: 10 ms per reading
+	var calls atomic.Int32
+	started := make(chan Admission, 1)
+	changed := make(chan string, 4)
+	g := &Governor{
+		Procs: Procs{Base: 1, Serving: 2},
+		Set:   func(n int) int { return n },
+		Now:   func() time.Time { return time.Unix(0, elapsed.Add(int64(10*time.Millisecond))) },
+		// Nothing runs at the start (10 ms) and at the first wake-up (20
+		// ms); then one request holds the slot.
+		Slots: func() SlotUse {
+			if calls.Add(1) <= 2 {
+				return SlotUse{Slots: 1}
+			}
+			return SlotUse{Slots: 1, InFlight: 1}
+		},
+		CPU:     func() time.Duration { return time.Duration(elapsed.Load()) }, // computing the whole time
+		Started: started,
+		Changed: func(from, to int, why string) { changed <- why },
+		Tick:    time.Millisecond,
+		Idle:    time.Hour,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = g.Run(ctx) }()
+	for deadline := time.Now().Add(10 * time.Second); calls.Load() < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Run looked at the slots %d time(s) in 10 s, want 2 (the start and the first Tick)", calls.Load())
+		}
+	}
+	// Admitted 1 ms after the idle look; Run looks at 30 ms.
+	started <- Admission{At: time.Unix(0, int64(21*time.Millisecond)), CPU: 21 * time.Millisecond}
+	select {
+	case why := <-changed:
+		if !strings.Contains(why, "waited 9ms for a P") {
+			t.Fatalf("raised because %q; want a goroutine that waited 9ms for a P", why)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("not raised 10 s after a request was admitted (%d looks at the slots): the idle period was not cut short", calls.Load())
 	}
 }
 
