@@ -88,8 +88,9 @@ func WriteMarkdown(w io.Writer, res *Results, chart, notes string) error {
 		p.printf("\n## Start and replacement\n\n")
 		p.printf("The pool of %d workers (`%s`), timed with the clocks inside the box, nothing polling it meanwhile.\n",
 			res.Start.Workers, strings.ReplaceAll(strings.TrimSpace(res.Plan.Start.Config.Env), "\n", "` `"))
-		p.printf("A cold start: every unit stopped, then `systemctl start %s %s` and curl of `/` from the same shell;\n", config.SocketUnit, config.MetricsSocketUnit)
-		p.printf("times from just before `systemctl start`, worker 1's from systemd's journal lines (issue 12's target:\n")
+		p.printf("A cold start: every unit stopped, then `systemctl start %s %s` and a GET of `/` from the same bash,\n", config.SocketUnit, config.MetricsSocketUnit)
+		p.printf("through its `/dev/tcp` (a client already running: no client's start-up is counted, as curl's was before);\n")
+		p.printf("times from just before `systemctl start` to the 200's status line, worker 1's from systemd's journal lines (issue 12's target:\n")
 		p.printf("the first 200 within 100 ms). A replacement: `kill -9` of worker 1 after it served %v (a lone crash), from\n", res.Plan.Start.killAfter())
 		p.printf("systemd's \"Main process exited\" to the new process's \"Started\" (READY=1) (target: 200 ms).\n\n")
 		WriteStart(p, res)
