@@ -35,10 +35,12 @@ func TestBalanceLeavesNoWorkerIdle(t *testing.T) {
 
 // One-request connections to a CPU-bound route reach both workers, one
 // admission slot each: a worker busy computing must not collect the
-// connections while the other sits idle. Go's poller wakes every worker for
-// a new connection and the idle one accepts first; an accept path that woke
-// only the first-registered worker (EPOLLEXCLUSIVE, tried in issue 12) sent
-// 760 of 774 connections to one worker until a full worker held back.
+// connections while the other sits idle. The workers' pollers hold the
+// socket with EPOLLEXCLUSIVE (package exclusive): the kernel wakes the first
+// worker with a thread asleep in its poller, and a worker computing on its
+// one P has none, so the idle one is woken. (An earlier accept path of its
+// own, a goroutine blocked in epoll_wait, always had one asleep: it sent 760
+// of 774 connections to one worker.)
 func TestNewConnectionsGoToAFreeWorker(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=2\nCLUSTERAPP_CACHE_ENTRIES=0\n"})
 	b.Start(2)

@@ -232,8 +232,19 @@ type listener struct {
 	obs Observer
 }
 
+// pauser is a listener that can leave the socket's wait while no Accept
+// calls it (package exclusive).
+type pauser interface {
+	Pause() error
+	Resume() error
+}
+
 func (l *listener) Accept() (net.Conn, error) {
 	if l.b.ShouldDefer() {
+		p, _ := l.Listener.(pauser)
+		if p != nil {
+			_ = p.Pause()
+		}
 		now := l.b.opts.Now
 		start := now()
 		deadline := start.Add(l.b.opts.MaxDefer)
@@ -242,6 +253,9 @@ func (l *listener) Accept() (net.Conn, error) {
 			if !l.b.ShouldDefer() {
 				break
 			}
+		}
+		if p != nil {
+			_ = p.Resume()
 		}
 		if l.obs != nil {
 			l.obs.AcceptDeferred(now().Sub(start))

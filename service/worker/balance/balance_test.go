@@ -4,6 +4,8 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -103,6 +105,55 @@ func TestAcceptIsDeferredAtMostMaxDefer(t *testing.T) {
 	conn.Close()
 	if deferred.n != 1 {
 		t.Fatalf("the least-loaded worker reported a deferral: %d", deferred.n)
+	}
+}
+
+// pausing records Pause, Resume and Accept in order (package exclusive's
+// listener).
+type pausing struct {
+	net.Listener
+	mu  sync.Mutex
+	log []string
+}
+
+func (p *pausing) add(s string)  { p.mu.Lock(); p.log = append(p.log, s); p.mu.Unlock() }
+func (p *pausing) Pause() error  { p.add("pause"); return nil }
+func (p *pausing) Resume() error { p.add("resume"); return nil }
+
+func (p *pausing) Accept() (net.Conn, error) {
+	p.add("accept")
+	return p.Listener.Accept()
+}
+
+// A deferring worker leaves the socket's exclusive wait while it defers, so
+// that the connection wakes the worker it defers to; the least-loaded
+// worker does not touch it.
+func TestDeferringLeavesTheSocketsWait(t *testing.T) {
+	w := pool(2, &clock{1000 * time.Second})
+	for range 5 {
+		w[0].ConnOpened()
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for i, want := range []string{"pause resume accept", "accept"} {
+		rec := &pausing{Listener: l}
+		go func() {
+			if c, err := net.Dial("tcp", l.Addr().String()); err == nil {
+				defer c.Close()
+				time.Sleep(5 * time.Second)
+			}
+		}()
+		conn, err := w[i].Listener(rec, nil).Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.Close()
+		if got := strings.Join(rec.log, " "); got != want {
+			t.Errorf("worker %d: %q, want %q", i+1, got, want)
+		}
 	}
 }
 

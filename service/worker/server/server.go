@@ -11,6 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/clusterapp/clusterapp/service/worker/exclusive"
+	"github.com/clusterapp/clusterapp/service/worker/rawio"
+
 	"github.com/clusterapp/clusterapp/service/worker/internal/fdlimit"
 	"github.com/clusterapp/clusterapp/service/worker/probe"
 	"github.com/sirupsen/logrus"
@@ -166,13 +169,22 @@ func (s *Server) Stats() Stats {
 // Serve starts serving on every listener and returns at once. Errors of a
 // listener that fails while not draining are sent to errc.
 //
-// Each listener is wrapped so that, at the open-file limit, accepts wait in
-// the shared backlog instead of failing (package fdlimit); a connection that
-// closes wakes them. The balancer's WrapListener goes around that.
+// Each listener's poller entry is made exclusive, so a new connection wakes
+// one idle worker of the pool instead of all (package exclusive); the
+// connections it accepts read and write raw while the worker runs one P
+// (package rawio); and it is wrapped so that, at the open-file limit,
+// accepts wait in the shared backlog instead of failing (package fdlimit);
+// a connection that closes wakes them. The balancer's WrapListener goes
+// around that.
 func (s *Server) Serve(listeners []net.Listener, errc chan<- error) {
 	guarded := make([]net.Listener, len(listeners))
 	for i, l := range listeners {
-		guarded[i] = s.fds.Wrap(l)
+		if x, err := exclusive.Register(l); err != nil {
+			s.opts.Log.WithError(err).WithField("listen", l.Addr().String()).Warn("a new connection wakes every worker of the pool (the shared socket's herd)")
+		} else {
+			l = x
+		}
+		guarded[i] = s.fds.Wrap(rawio.Wrap(l))
 	}
 	s.mu.Lock()
 	s.listeners = guarded // Drain closes these, which also ends a wait at the limit

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -21,7 +22,15 @@ type fakeListener struct {
 	attempts chan struct{}
 	closed   chan struct{}
 	once     sync.Once
+
+	// Pause and Resume (package exclusive) are counted; an Accept while
+	// paused is a defect.
+	paused, acceptedPaused atomic.Bool
+	pauses, resumes        atomic.Int32
 }
+
+func (f *fakeListener) Pause() error  { f.pauses.Add(1); f.paused.Store(true); return nil }
+func (f *fakeListener) Resume() error { f.resumes.Add(1); f.paused.Store(false); return nil }
 
 type result struct {
 	conn net.Conn
@@ -33,6 +42,9 @@ func newFakeListener() *fakeListener {
 }
 
 func (f *fakeListener) Accept() (net.Conn, error) {
+	if f.paused.Load() {
+		f.acceptedPaused.Store(true)
+	}
 	f.attempts <- struct{}{}
 	select {
 	case r := <-f.results:
@@ -147,6 +159,39 @@ func TestReleasedWakesAnAcceptAtTheLimit(t *testing.T) {
 	r := wait(t, done)
 	if r.err != nil || r.conn != server {
 		t.Fatalf("Accept = %v, %v; want the connection once a descriptor is free", r.conn, r.err)
+	}
+}
+
+// While it waits at the limit, the worker leaves the socket's exclusive wait
+// (package exclusive), so new connections wake a worker that can take them.
+func TestWaitAtTheLimitLeavesTheSocketsWait(t *testing.T) {
+	f := newFixture()
+	f.inner.results <- result{err: emfile}
+	f.inner.results <- result{err: emfile}
+	done := f.accept()
+	f.waits(t, 1)
+	if p, r := f.inner.pauses.Load(), f.inner.resumes.Load(); p != 1 || r != 0 || !f.inner.paused.Load() {
+		t.Fatalf("waiting at the limit: %d pauses, %d resumes; want 1, 0", p, r)
+	}
+	f.g.Released()
+	server, client := net.Pipe()
+	defer client.Close()
+	f.inner.results <- result{conn: server}
+	if r := wait(t, done); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if p, r := f.inner.pauses.Load(), f.inner.resumes.Load(); p != 1 || r != 1 || f.inner.acceptedPaused.Load() {
+		t.Fatalf("after the wait: %d pauses, %d resumes, accepted while paused %v; want 1, 1, false", p, r, f.inner.acceptedPaused.Load())
+	}
+	// The wrapper passes Pause and Resume on, for the balancer around it.
+	pl := f.l.(interface {
+		Pause() error
+		Resume() error
+	})
+	pl.Pause()
+	pl.Resume()
+	if p, r := f.inner.pauses.Load(), f.inner.resumes.Load(); p != 2 || r != 2 {
+		t.Fatalf("through the wrapper: %d pauses, %d resumes; want 2, 2", p, r)
 	}
 }
 

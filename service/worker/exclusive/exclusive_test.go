@@ -1,0 +1,199 @@
+package exclusive
+
+import (
+	"net"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// entryOf returns the poller's entry for l's descriptor, or ok false.
+func entryOf(t *testing.T, l net.Listener) (data uint64, ev uint32, ok bool) {
+	t.Helper()
+	rc, err := l.(syscall.Conn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var findErr error
+	if err := rc.Control(func(fd uintptr) {
+		var st unix.Stat_t
+		if findErr = unix.Fstat(int(fd), &st); findErr != nil {
+			return
+		}
+		_, data, ev, findErr = find(int(fd), st.Ino)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if findErr == errNotFound {
+		return 0, 0, false
+	}
+	if findErr != nil {
+		t.Fatal(findErr)
+	}
+	return data, ev, true
+}
+
+// acceptOne dials l and waits for Accept, which was called first, so that
+// it is parked in the poller when the connection comes: it returns only if
+// the poller's entry reports the connection.
+func acceptOne(t *testing.T, l net.Listener) {
+	t.Helper()
+	got := make(chan error, 1)
+	go func() {
+		c, err := l.Accept()
+		if err == nil {
+			c.Close()
+		}
+		got <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // let Accept park (if it has not, it finds the connection itself)
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("accept: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the connection was not reported to the parked Accept in 10s")
+	}
+}
+
+func TestRegisterKeepsTheRuntimesDataAndAddsExclusive(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	data, ev, ok := entryOf(t, l)
+	if !ok || ev&unix.EPOLLEXCLUSIVE != 0 {
+		t.Fatalf("before: entry %v, events %#x", ok, ev)
+	}
+	x, err := Register(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data2, ev2, ok := entryOf(t, l)
+	if !ok || data2 != data || ev2&events != events {
+		t.Fatalf("after: entry %v, data %#x (was %#x), events %#x, want %#x set", ok, data2, data, ev2, events)
+	}
+	for range 3 {
+		acceptOne(t, x)
+	}
+}
+
+func TestPauseTakesTheEntryOutAndResumePutsItBack(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := Register(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	if err := x.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Pause(); err != nil { // twice is once
+		t.Fatal(err)
+	}
+	if _, _, ok := entryOf(t, l); ok {
+		t.Fatal("paused, the poller still holds the socket")
+	}
+	// A connection that comes while paused waits in the backlog.
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := x.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ev, ok := entryOf(t, l); !ok || ev&unix.EPOLLEXCLUSIVE == 0 {
+		t.Fatalf("resumed: entry %v, events %#x", ok, ev)
+	}
+	a, err := x.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	acceptOne(t, x)
+}
+
+// The runtime deletes the entry on Close, paused or not, and a listener
+// that gets the same descriptor number is registered as usual.
+func TestCloseLeavesNothingBehind(t *testing.T) {
+	for _, paused := range []bool{false, true} {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, err := Register(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if paused {
+			if err := x.Pause(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := x.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := x.Accept(); err == nil || !strings.Contains(err.Error(), "closed") {
+			t.Fatalf("accept after close: %v", err)
+		}
+		if err := x.Resume(); paused && err == nil {
+			t.Fatal("resume after close: no error")
+		}
+		l2, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		acceptOne(t, l2)
+		l2.Close()
+	}
+}
+
+type noConn struct{ net.Listener }
+
+func TestRegisterNeedsADescriptor(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := Register(noConn{l}); err == nil {
+		t.Fatal("a listener without SyscallConn was registered")
+	}
+	if _, _, ok := entryOf(t, l); !ok {
+		t.Fatal("a failed Register removed the runtime's entry")
+	}
+}
+
+func TestParseEntry(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want fdinfoEntry
+		err  bool
+	}{
+		{"tfd:        5 events: 8000201d data: 3fceba0147000002  pos:0 ino:a9958b sdev:9", fdinfoEntry{5, 0x8000201d, 0x3fceba0147000002, 0xa9958b}, false},
+		{"tfd:        3 events: 90000019 data:                3  pos:0 ino:622878 sdev:9", fdinfoEntry{3, 0x90000019, 3, 0x622878}, false},
+		{"pos:\t0", fdinfoEntry{tfd: -1}, false},
+		{"", fdinfoEntry{tfd: -1}, false},
+		{"tfd:        5 events: zz data: 1 pos:0 ino:1 sdev:9", fdinfoEntry{}, true},
+		{"tfd:        5 events: 19 data: 1 pos:0 sdev:9", fdinfoEntry{}, true}, // no ino
+	} {
+		got, err := parseEntry(tc.line)
+		if (err != nil) != tc.err || (!tc.err && got != tc.want) {
+			t.Errorf("parseEntry(%q) = %+v, %v; want %+v, error %v", tc.line, got, err, tc.want, tc.err)
+		}
+	}
+}
