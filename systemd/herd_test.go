@@ -27,8 +27,10 @@ func TestNewConnectionWakesOneWorker(t *testing.T) {
 
 	b.Must("clusterapp", "scale", strconv.Itoa(workers))
 	b.Eventually(30*time.Second, "8 workers active", func() bool { return b.AllActive(b.WorkerUnits(workers)...) })
-	// The socket's inode, then each worker's epoll entry for it.
-	ino := strings.TrimSpace(b.Must("sh", "-c", "stat -L -c %i /proc/$(systemctl show -p MainPID --value "+config.WorkerUnit(1)+")/fd/3"))
+	// The service socket's inode (the listener on 127.0.0.1:8080 in
+	// /proc/net/tcp; systemd passes the sockets in no fixed order), then
+	// each worker's epoll entry for it.
+	ino := strings.TrimSpace(b.Must("awk", `$2 == "0100007F:1F90" && $4 == "0A" { print $10 }`, "/proc/net/tcp"))
 	for i := 1; i <= workers; i++ {
 		pid := b.MainPID(config.WorkerUnit(i))
 		out := b.Must("sh", "-c", fmt.Sprintf("grep -h '^tfd:' /proc/%d/fdinfo/*", pid))
