@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"time"
 )
@@ -54,19 +55,22 @@ func (s *Server) Drain(ctx context.Context) error {
 // for DrainIdleGrace since the drain began, and returns how many remain open.
 func (s *Server) closeIdle() int {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	start := s.drainStart
+	s.mu.Unlock()
 	now := s.opts.Now()
-	for c, info := range s.conns {
-		if info.state != http.StateIdle && info.state != http.StateNew {
-			continue
+	s.conns.Range(func(k, v any) bool {
+		info := v.(*connInfo)
+		if st := http.ConnState(info.state.Load()); st != http.StateIdle && st != http.StateNew {
+			return true
 		}
-		quiet := now.Sub(info.since)
-		if sinceDrain := now.Sub(s.drainStart); sinceDrain < quiet {
-			quiet = sinceDrain
+		quiet := now.Sub(start) // quiet since before the drain (since 0) counts from its start
+		if since := info.since.Load(); since != 0 && now.Sub(time.Unix(0, since)) < quiet {
+			quiet = now.Sub(time.Unix(0, since))
 		}
 		if quiet >= s.opts.DrainIdleGrace {
-			_ = c.Close() // net/http notices, reports StateClosed and forgets it
+			_ = k.(net.Conn).Close() // net/http notices, reports StateClosed and forgets it
 		}
-	}
-	return len(s.conns)
+		return true
+	})
+	return int(s.open.Load())
 }

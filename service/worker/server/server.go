@@ -84,17 +84,27 @@ type Server struct {
 	served   atomic.Uint64
 	inFlight atomic.Int64
 
+	// conns holds a *connInfo per open connection. The table is read and
+	// updated on every request (StateActive, StateIdle) by connections on
+	// every P: a sync.Map finds an entry without a lock, and the entry's
+	// fields are atomic, so requests never queue behind each other here.
+	conns sync.Map
+	open  atomic.Int64 // entries in conns
+
 	mu         sync.Mutex
-	conns      map[net.Conn]connInfo
 	drainStart time.Time
 	listeners  []net.Listener
 	serving    sync.WaitGroup
 }
 
 type connInfo struct {
-	state    http.ConnState
-	since    time.Time // when it became idle (or opened); set in states New and Idle only
-	requests int       // times the connection became active
+	state    atomic.Int32 // an http.ConnState
+	requests atomic.Int64 // times the connection became active
+	// since is when it became idle (or opened), in Unix nanoseconds on
+	// Options.Now, recorded only once a drain has begun: closeIdle counts
+	// a connection quiet since before the drain as quiet since the drain's
+	// start, so the clock is not read on every request.
+	since atomic.Int64
 }
 
 // New wraps handler. The server does not serve until Serve.
@@ -102,7 +112,7 @@ func New(opts Options, handler http.Handler) *Server {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	s := &Server{opts: opts, conns: map[net.Conn]connInfo{}, recycle: make(chan struct{})}
+	s := &Server{opts: opts, recycle: make(chan struct{})}
 	if opts.MaxRequests > 0 {
 		s.limit = uint64(opts.MaxRequests) + jitter(opts.MaxRequestsJitter)
 	}
@@ -160,9 +170,7 @@ type Stats struct {
 
 // Stats returns current counters.
 func (s *Server) Stats() Stats {
-	s.mu.Lock()
-	n := len(s.conns)
-	s.mu.Unlock()
+	n := int(s.open.Load())
 	return Stats{Served: s.served.Load(), InFlight: s.inFlight.Load(), Connections: n, Draining: s.draining.Load()}
 }
 
@@ -281,40 +289,52 @@ func (w *closingWriter) Status() int {
 func (w *closingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (s *Server) connState(c net.Conn, state http.ConnState) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	conns := &s.conns
 	switch state {
 	case http.StateNew:
-		s.conns[c] = connInfo{state: state, since: s.opts.Now()}
+		info := &connInfo{}
+		info.state.Store(int32(state))
+		s.markQuiet(info)
+		conns.Store(c, info)
+		s.open.Add(1)
 		for _, o := range s.opts.ConnObservers {
 			o.ConnOpened()
 		}
 	case http.StateActive, http.StateIdle:
-		if info, ok := s.conns[c]; ok {
-			info.state = state
-			if state == http.StateIdle {
-				info.since = s.opts.Now() // only idle connections are timed (closeIdle)
-			} else {
-				info.requests++
-				if info.requests == 2 {
-					s.reused(true)
-				}
-			}
-			s.conns[c] = info
+		v, ok := conns.Load(c)
+		if !ok {
+			return
 		}
+		info := v.(*connInfo)
+		if state == http.StateIdle {
+			s.markQuiet(info) // only idle connections are timed (closeIdle)
+		} else if info.requests.Add(1) == 2 {
+			s.reused(true)
+		}
+		info.state.Store(int32(state))
 	case http.StateClosed, http.StateHijacked:
 		if state == http.StateClosed {
 			s.fds.Released() // net/http has closed the descriptor by now
 		}
-		if info, ok := s.conns[c]; ok {
-			delete(s.conns, c)
-			if info.requests <= 1 {
+		if v, ok := conns.LoadAndDelete(c); ok {
+			s.open.Add(-1)
+			if v.(*connInfo).requests.Load() <= 1 {
 				s.reused(false)
 			}
 			for _, o := range s.opts.ConnObservers {
 				o.ConnClosed()
 			}
 		}
+	}
+}
+
+// markQuiet records when a connection fell quiet, once a drain has begun
+// (connInfo.since).
+func (s *Server) markQuiet(info *connInfo) {
+	if s.draining.Load() {
+		info.since.Store(s.opts.Now().UnixNano())
+	} else {
+		info.since.Store(0)
 	}
 }
 
