@@ -61,7 +61,6 @@ type Listener struct {
 	rc   syscall.RawConn
 	epfd int
 	data uint64
-	orig uint32 // Go's events, put back if the exclusive add fails
 
 	mu     sync.Mutex
 	paused bool
@@ -87,12 +86,11 @@ func Register(l net.Listener) (*Listener, error) {
 		if regErr = unix.Fstat(int(fd), &st); regErr != nil {
 			return
 		}
-		var orig uint32
+		var orig uint32 // Go's events, put back if the exclusive add fails
 		x.epfd, x.data, orig, regErr = find(int(fd), st.Ino)
 		if regErr != nil {
 			return
 		}
-		x.orig = orig
 		if regErr = ctl(x.epfd, unix.EPOLL_CTL_DEL, int(fd), 0, 0); regErr != nil {
 			regErr = fmt.Errorf("exclusive: remove the poller's entry: %w", regErr)
 			return
@@ -113,6 +111,17 @@ func Register(l net.Listener) (*Listener, error) {
 		return nil, err
 	}
 	return x, nil
+}
+
+// Accept resumes the wait if it was paused, then accepts. A resume that
+// fails is returned as Accept's error rather than leaving Accept parked
+// with nothing to wake it: net/http's Serve then returns it, and the
+// worker exits for systemd to restart it.
+func (x *Listener) Accept() (net.Conn, error) {
+	if err := x.Resume(); err != nil {
+		return nil, err
+	}
+	return x.Listener.Accept()
 }
 
 // Pause takes the listener out of the socket's wait: new connections wake

@@ -125,6 +125,12 @@ func TestPauseTakesTheEntryOutAndResumePutsItBack(t *testing.T) {
 	}
 	a.Close()
 	acceptOne(t, x)
+	// Accept resumes a paused wait itself: a parked Accept would otherwise
+	// never be woken.
+	if err := x.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	acceptOne(t, x)
 }
 
 // The runtime deletes the entry on Close, paused or not, and a listener
