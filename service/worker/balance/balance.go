@@ -52,6 +52,7 @@ import (
 	"time"
 
 	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/worker/exclusive"
 	"github.com/clusterapp/clusterapp/service/worker/internal/shm"
 	"github.com/sirupsen/logrus"
 )
@@ -232,19 +233,9 @@ type listener struct {
 	obs Observer
 }
 
-// pauser is a listener that can leave the socket's wait while no Accept
-// calls it (package exclusive).
-type pauser interface {
-	Pause() error
-	Resume() error
-}
-
 func (l *listener) Accept() (net.Conn, error) {
 	if l.b.ShouldDefer() {
-		p, _ := l.Listener.(pauser)
-		if p != nil {
-			_ = p.Pause()
-		}
+		_ = exclusive.Pause(l.Listener) // leave the wait to the worker deferred to; a failure costs a wake-up
 		now := l.b.opts.Now
 		start := now()
 		deadline := start.Add(l.b.opts.MaxDefer)
@@ -254,9 +245,7 @@ func (l *listener) Accept() (net.Conn, error) {
 				break
 			}
 		}
-		if p != nil {
-			_ = p.Resume()
-		}
+		_ = exclusive.Resume(l.Listener) // or Accept fails, if it cannot
 		if l.obs != nil {
 			l.obs.AcceptDeferred(now().Sub(start))
 		}

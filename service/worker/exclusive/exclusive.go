@@ -124,6 +124,45 @@ func (x *Listener) Accept() (net.Conn, error) {
 	return x.Listener.Accept()
 }
 
+// Pauser is a listener that can leave the socket's wait while nothing
+// accepts on it (a *Listener, or a test's stand-in).
+type Pauser interface {
+	Pause() error
+	Resume() error
+}
+
+// Pause pauses the first Pauser found in l or under it (through the
+// wrappers' Unwrap() net.Listener); a listener without one has nothing to
+// pause. Wrappers that hold accepts back call it before they wait.
+func Pause(l net.Listener) error {
+	if p := under(l); p != nil {
+		return p.Pause()
+	}
+	return nil
+}
+
+// Resume resumes what Pause paused.
+func Resume(l net.Listener) error {
+	if p := under(l); p != nil {
+		return p.Resume()
+	}
+	return nil
+}
+
+func under(l net.Listener) Pauser {
+	for l != nil {
+		if p, ok := l.(Pauser); ok {
+			return p
+		}
+		u, ok := l.(interface{ Unwrap() net.Listener })
+		if !ok {
+			return nil
+		}
+		l = u.Unwrap()
+	}
+	return nil
+}
+
 // Pause takes the listener out of the socket's wait: new connections wake
 // the other workers. Accept must not be waiting meanwhile.
 func (x *Listener) Pause() error { return x.set(true) }

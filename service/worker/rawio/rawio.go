@@ -38,8 +38,7 @@ import (
 )
 
 // Wrap returns l with every TCP connection it accepts while GOMAXPROCS is 1
-// reading and writing raw. Other connections are returned as they are. If l has Pause and
-// Resume (package exclusive), the wrapper passes them on.
+// reading and writing raw. Other connections are returned as they are.
 func Wrap(l net.Listener) net.Listener { return &listener{l} }
 
 type listener struct{ net.Listener }
@@ -57,26 +56,9 @@ func (l *listener) Accept() (net.Conn, error) {
 	return c, nil
 }
 
-// pauser is package exclusive's listener.
-type pauser interface {
-	Pause() error
-	Resume() error
-}
-
-// Pause and Resume pass on to the wrapped listener, when it has them.
-func (l *listener) Pause() error {
-	if p, ok := l.Listener.(pauser); ok {
-		return p.Pause()
-	}
-	return nil
-}
-
-func (l *listener) Resume() error {
-	if p, ok := l.Listener.(pauser); ok {
-		return p.Resume()
-	}
-	return nil
-}
+// Unwrap returns the wrapped listener (package exclusive finds its wait
+// through it).
+func (l *listener) Unwrap() net.Listener { return l.Listener }
 
 // conn is a *net.TCPConn whose Read and Write make raw calls. Each direction
 // keeps its call's arguments and results in the conn, with a func bound once,

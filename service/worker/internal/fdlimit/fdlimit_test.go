@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clusterapp/clusterapp/service/worker/exclusive"
 	"github.com/clusterapp/clusterapp/service/worker/internal/clocktest"
 	"github.com/sirupsen/logrus"
 	"github.com/sirupsen/logrus/hooks/test"
@@ -183,13 +184,9 @@ func TestWaitAtTheLimitLeavesTheSocketsWait(t *testing.T) {
 	if p, r := f.inner.pauses.Load(), f.inner.resumes.Load(); p != 1 || r != 1 || f.inner.acceptedPaused.Load() {
 		t.Fatalf("after the wait: %d pauses, %d resumes, accepted while paused %v; want 1, 1, false", p, r, f.inner.acceptedPaused.Load())
 	}
-	// The wrapper passes Pause and Resume on, for the balancer around it.
-	pl := f.l.(interface {
-		Pause() error
-		Resume() error
-	})
-	pl.Pause()
-	pl.Resume()
+	// The wrapper unwraps, for the balancer around it.
+	exclusive.Pause(f.l)
+	exclusive.Resume(f.l)
 	if p, r := f.inner.pauses.Load(), f.inner.resumes.Load(); p != 2 || r != 2 {
 		t.Fatalf("through the wrapper: %d pauses, %d resumes; want 2, 2", p, r)
 	}

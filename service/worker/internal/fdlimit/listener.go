@@ -5,6 +5,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/clusterapp/clusterapp/service/worker/exclusive"
 	"github.com/sirupsen/logrus"
 )
 
@@ -36,42 +37,20 @@ func (l *listener) Accept() (net.Conn, error) {
 			freed = l.g.arm() // and try once more before waiting: a release may have come first
 			continue
 		}
-		if p, ok := l.Listener.(pauser); ok {
-			_ = p.Pause()
-		}
+		_ = exclusive.Pause(l.Listener) // a failed pause costs a wake-up
 		select {
 		case <-freed:
 		case <-l.g.opts.Clock.After(l.g.opts.Retry):
 		case <-l.closed: // the next attempt returns the close error
 		}
-		if p, ok := l.Listener.(pauser); ok {
-			_ = p.Resume()
-		}
+		_ = exclusive.Resume(l.Listener) // or Accept fails, if it cannot
 		freed = l.g.arm()
 	}
 }
 
-// pauser is a listener that can leave the socket's wait while no Accept
-// calls it (package exclusive).
-type pauser interface {
-	Pause() error
-	Resume() error
-}
-
-// Pause and Resume pass on to the wrapped listener, when it has them.
-func (l *listener) Pause() error {
-	if p, ok := l.Listener.(pauser); ok {
-		return p.Pause()
-	}
-	return nil
-}
-
-func (l *listener) Resume() error {
-	if p, ok := l.Listener.(pauser); ok {
-		return p.Resume()
-	}
-	return nil
-}
+// Unwrap returns the wrapped listener (package exclusive finds its wait
+// through it).
+func (l *listener) Unwrap() net.Listener { return l.Listener }
 
 // Close closes the listener and wakes an Accept waiting at the limit.
 func (l *listener) Close() error {
