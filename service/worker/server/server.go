@@ -12,10 +12,9 @@ import (
 	"time"
 
 	"github.com/clusterapp/clusterapp/service/worker/exclusive"
-	"github.com/clusterapp/clusterapp/service/worker/rawio"
-
 	"github.com/clusterapp/clusterapp/service/worker/internal/fdlimit"
 	"github.com/clusterapp/clusterapp/service/worker/probe"
+	"github.com/clusterapp/clusterapp/service/worker/rawio"
 	"github.com/sirupsen/logrus"
 )
 
