@@ -77,12 +77,7 @@ func TestAcceptIsDeferredAtMostMaxDefer(t *testing.T) {
 	defer l.Close()
 	deferred := &deferrals{}
 	gated := w[0].Listener(l, deferred)
-	go func() {
-		if c, err := net.Dial("tcp", l.Addr().String()); err == nil {
-			defer c.Close()
-			time.Sleep(5 * time.Second)
-		}
-	}()
+	go dialAndHold(l)
 	conn, err := gated.Accept() // the table says defer forever; MaxDefer says no
 	if err != nil {
 		t.Fatal(err)
@@ -93,12 +88,7 @@ func TestAcceptIsDeferredAtMostMaxDefer(t *testing.T) {
 	}
 	// The least-loaded worker accepts at once, and reports nothing.
 	other := w[1].Listener(l, deferred)
-	go func() {
-		if c, err := net.Dial("tcp", l.Addr().String()); err == nil {
-			defer c.Close()
-			time.Sleep(5 * time.Second)
-		}
-	}()
+	go dialAndHold(l)
 	if conn, err = other.Accept(); err != nil {
 		t.Fatal(err)
 	}
@@ -140,12 +130,7 @@ func TestDeferringLeavesTheSocketsWait(t *testing.T) {
 	defer l.Close()
 	for i, want := range []string{"pause resume accept", "accept"} {
 		rec := &pausing{Listener: l}
-		go func() {
-			if c, err := net.Dial("tcp", l.Addr().String()); err == nil {
-				defer c.Close()
-				time.Sleep(5 * time.Second)
-			}
-		}()
+		go dialAndHold(l)
 		conn, err := w[i].Listener(rec, nil).Accept()
 		if err != nil {
 			t.Fatal(err)
@@ -154,6 +139,15 @@ func TestDeferringLeavesTheSocketsWait(t *testing.T) {
 		if got := strings.Join(rec.log, " "); got != want {
 			t.Errorf("worker %d: %q, want %q", i+1, got, want)
 		}
+	}
+}
+
+// dialAndHold connects to l and keeps the connection open for 5 s, so an
+// Accept has one to take.
+func dialAndHold(l net.Listener) {
+	if c, err := net.Dial("tcp", l.Addr().String()); err == nil {
+		defer c.Close()
+		time.Sleep(5 * time.Second)
 	}
 }
 
@@ -183,12 +177,7 @@ func TestDeferralIsTimedOnTheInjectedClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	go func() {
-		if c, err := net.Dial("tcp", l.Addr().String()); err == nil {
-			defer c.Close()
-			time.Sleep(5 * time.Second)
-		}
-	}()
+	go dialAndHold(l)
 	deferred := &deferrals{}
 	accepted := make(chan error, 1)
 	go func() {
