@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/clusterapp/clusterapp/service/config"
 )
 
 // runCLI runs the built binary with args and returns its exit status,
@@ -30,6 +32,15 @@ func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 func TestCommandLine(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "bad.env")
 	if err := os.WriteFile(bad, []byte("CLUSTERAPP_SHUTDOWN_TIMEOUT=abc\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A GODEBUG replaces the unit's (config.MonitorTrace): valid, with a
+	// warning when it drops the setting.
+	godebug, kept := filepath.Join(t.TempDir(), "godebug.env"), filepath.Join(t.TempDir(), "kept.env")
+	if err := os.WriteFile(godebug, []byte("GODEBUG=http2server=0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(kept, []byte("GODEBUG=http2server=0,"+config.MonitorTrace+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -64,6 +75,8 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"serve", "now"}, code: exitUsage, stderr: []string{`serve: unexpected argument "now"`}},
 		// The exit statuses scripts rely on: 78 for a bad file, 1 for a failure.
 		{args: []string{"config", "--check", bad}, code: exitConfig, stdout: []string{"CLUSTERAPP_SHUTDOWN_TIMEOUT"}},
+		{args: []string{"config", "--check", godebug}, stdout: []string{`warning: GODEBUG="http2server=0" has no schedtrace`, "add " + config.MonitorTrace, godebug + ": ok (1 variables set)"}},
+		{args: []string{"config", "--check", kept}, stdout: []string{kept + ": ok (1 variables set)"}, notStdout: []string{"warning"}},
 		{args: []string{"config", "--check", "/nonexistent.env"}, code: exitFailure, stderr: []string{"clusterapp: config: stat /nonexistent.env: no such file or directory\n"}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -197,7 +197,11 @@ func checkFile(path string, stdout io.Writer) error {
 		return fmt.Errorf("config: %w", err)
 	}
 	s := generator.Read(path)
-	if err := report(stdout, path, s.Notes, s.Problems); err != nil {
+	notes := s.Notes
+	if godebug, ok := s.Set["GODEBUG"]; ok && !config.MonitorAwake(godebug) {
+		notes = append(notes, fmt.Sprintf("GODEBUG=%q has no schedtrace: %s", godebug, config.MonitorAdvice))
+	}
+	if err := report(stdout, path, notes, s.Problems); err != nil {
 		return err
 	}
 	_, err := fmt.Fprintf(stdout, "%s: ok (%d variables set)\n", path, len(s.Set))

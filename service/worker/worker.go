@@ -134,6 +134,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 
 	setMemoryLimit(cfg, log)
+	checkMonitor(os.Getenv("GODEBUG"), env.socketActivated, log)
 	// Valid here: an invalid address stops a standalone worker above, and
 	// a socket-activated one holds the default instead.
 	addr, err := config.ParseListen(cfg.Listen)
