@@ -249,9 +249,10 @@ func writeCurveMethod(p *printer, res *Results) {
 	p.printf("  in rounds (every configuration once per round, applied afresh); medians. Same generator, same box, same %d CPUs as the workers.\n", res.Machine.CPUs)
 	p.printf("- Wake-ups per request: how many times the workers' threads were put on a CPU during the run (the\n")
 	p.printf("  third field of `/proc/PID/task/TID/schedstat`, summed over every thread of every worker), divided\n")
-	p.printf("  by the 2xx responses; CPU per request likewise from the first field. What grows with N: a new\n")
-	p.printf("  connection on the shared socket wakes a thread in every worker waiting for one (Go's poller\n")
-	p.printf("  registers the socket without EPOLLEXCLUSIVE), and each process serves fewer requests per wake-up.\n\n")
+	p.printf("  by the 2xx responses; CPU per request likewise from the first field. What grows with N: each\n")
+	p.printf("  process serves fewer requests per wake-up, so more of its threads sleep between requests and are\n")
+	p.printf("  woken for the next (a new connection wakes one idle worker: its poller holds the socket with\n")
+	p.printf("  EPOLLEXCLUSIVE; and the unit's GODEBUG keeps each runtime's monitor thread awake, docs/operations.md).\n\n")
 }
 
 // WriteCurve writes the worker-count table: for each cell, the 2xx rate

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -25,6 +26,11 @@ type StackPlan struct {
 	Concurrency int           // keep-alive connections
 	Duration    time.Duration // of each run
 }
+
+// StackGODEBUG is what bare net/http runs with beside the worker in the
+// stack comparison: the worker unit's Environment=GODEBUG= (the runtime's
+// monitor thread kept awake, config.MonitorTrace).
+const StackGODEBUG = "GODEBUG=" + config.MonitorTrace
 
 // StackResult is the side-by-side runs: 2xx req/s of each round and the
 // server's CPU time per 2xx response (µs: every thread of the worker, or of
@@ -84,6 +90,11 @@ func (r *Runner) stack(ctx context.Context, plan Plan) (*StackResult, error) {
 	if err := r.apply(ctx, baseline, 1); err != nil {
 		return nil, err
 	}
+	// The worker unit's GODEBUG is the unit's, not the handler stack's:
+	// bare runs with it too, so the stack is the only difference.
+	same := *bare
+	same.Env = append(slices.Clip(bare.Env), StackGODEBUG)
+	bare = &same
 	if bare.prepare != nil {
 		if err := bare.prepare(ctx, r.Box); err != nil {
 			return nil, fmt.Errorf("handler stack: %w", err)

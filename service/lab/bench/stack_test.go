@@ -33,7 +33,8 @@ func TestStackAlternatesWithBare(t *testing.T) {
 			applied = append(applied, body)
 			return nil, err
 		case strings.Contains(cmd, "systemd-run") && strings.Contains(cmd, "clusterapp-bare"):
-			started = true
+			// The runtime set alike on both sides: the worker unit's GODEBUG.
+			started = strings.Contains(cmd, "--setenv="+StackGODEBUG+" ")
 		case strings.Contains(cmd, "systemctl stop "+anchorUnit):
 			stopped = true
 		case strings.Contains(cmd, "systemctl list-units"):
@@ -65,7 +66,7 @@ func TestStackAlternatesWithBare(t *testing.T) {
 		t.Fatalf("loads in the order %q, want them alternating", got)
 	}
 	if !started || !stopped {
-		t.Fatalf("bare anchor started %v, stopped %v", started, stopped)
+		t.Fatalf("bare anchor started with %s: %v, stopped %v", StackGODEBUG, started, stopped)
 	}
 	if r := res.Ratio(); r < 0.899 || r > 0.901 {
 		t.Fatalf("ratio %v, want 0.9 (900 over 1000 req/s)", r)
