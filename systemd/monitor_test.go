@@ -27,13 +27,13 @@ func TestWorkerRuntimeMonitorStaysAwake(t *testing.T) {
 			t.Fatalf("worker %d runs without GODEBUG=%s; its environment:\n%s", i, config.MonitorTrace, environ)
 		}
 	}
-	awake := loadWakeups(t, b, workers, conns)
+	awake, _ := connWakeups(t, b, workers, conns, 4) // idle wake-ups included: the setting pays its own
 
 	b.WriteEnv("CLUSTERAPP_WORKERS=2\nGODEBUG=schedtrace=0\n")
 	since := strings.TrimSpace(b.Must("date", "+%s"))
 	b.Must("systemctl", "restart", "clusterapp.target")
 	b.Eventually(30*time.Second, "workers active again", func() bool { return b.AllActive(b.WorkerUnits(workers)...) })
-	asleep := loadWakeups(t, b, workers, conns)
+	asleep, _ := connWakeups(t, b, workers, conns, 4)
 	t.Logf("thread wake-ups per one-request connection, pool of %d: %.2f with the unit's GODEBUG, %.2f with schedtrace=0", workers, awake, asleep)
 	if awake > asleep*0.6 {
 		t.Fatalf("with sysmon kept awake the pool took %.2f thread wake-ups per connection, against %.2f with its deep sleep: want at most 60%%", awake, asleep)
@@ -42,19 +42,4 @@ func TestWorkerRuntimeMonitorStaysAwake(t *testing.T) {
 	if !strings.Contains(journal, "add "+config.MonitorTrace) {
 		t.Fatalf("worker 1 started without the setting and did not say so:\n%s", journal)
 	}
-}
-
-// loadWakeups sends conns one-request connections, 4 at a time, and returns
-// the pool's thread wake-ups per connection.
-func loadWakeups(t *testing.T, b *sandbox.Box, workers, conns int) float64 {
-	t.Helper()
-	args := []string{"-c", "4", "-n", strconv.Itoa(conns), "-d", "0", "-keepalive=false"}
-	b.Load("/", args...) // settle: fresh workers' start-up work
-	before := poolWakeups(t, b, workers)
-	res := b.Load("/", args...)
-	after := poolWakeups(t, b, workers)
-	if res.Errors() != 0 || res.OK != conns {
-		t.Fatalf("ok %d of %d, errors %v", res.OK, conns, res.ErrorSamples)
-	}
-	return float64(after-before) / float64(conns)
 }

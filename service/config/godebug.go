@@ -17,7 +17,11 @@ import (
 // request, sysmon's wake-ups and 20 µs ticks took a fifth of each worker's
 // CPU. With any schedtrace period set, sysmon never sleeps deeply; it backs
 // off to a 10 ms tick and stays there while there is nothing to retake or
-// preempt. An idle worker pays 100 short wake-ups a second for it.
+// preempt. At rest that is 100 wake-ups a second per worker, but a worker
+// at rest is not quiet either (its metrics sampler ticks every 100 ms, and
+// each tick used to send sysmon back to 20 µs ticks): a pool of 2 at rest
+// woke 266-293 threads a second with the setting, 316-334 without
+// (TestWorkerRuntimeMonitorStaysAwake's logs).
 //
 // The period is the longest the runtime accepts, so the trace itself is not
 // printed until the machine has been up 24.8 days (the runtime's clock
