@@ -19,7 +19,7 @@ import (
 // off to a 10 ms tick and stays there while there is nothing to retake or
 // preempt. At rest that is 100 wake-ups a second per worker, but a worker
 // at rest is not quiet either (its metrics sampler ticks every 100 ms, and
-// each tick used to send sysmon back to 20 µs ticks): a pool of 2 at rest
+// sysmon's deep sleep ends at the next timer anyway): a pool of 2 at rest
 // woke 266-293 threads a second with the setting, 316-334 without
 // (TestWorkerRuntimeMonitorStaysAwake's logs).
 //
