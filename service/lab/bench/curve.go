@@ -251,8 +251,9 @@ func writeCurveMethod(p *printer, res *Results) {
 	p.printf("  third field of `/proc/PID/task/TID/schedstat`, summed over every thread of every worker), divided\n")
 	p.printf("  by the 2xx responses; CPU per request likewise from the first field. What grows with N: each\n")
 	p.printf("  process serves fewer requests per wake-up, so more of its threads sleep between requests and are\n")
-	p.printf("  woken for the next (a new connection wakes one idle worker: its poller holds the socket with\n")
-	p.printf("  EPOLLEXCLUSIVE; and the unit's GODEBUG keeps each runtime's monitor thread awake, docs/operations.md).\n\n")
+	p.printf("  woken for the next (a new connection wakes one idle worker, once: its poller holds the socket with\n")
+	p.printf("  EPOLLEXCLUSIVE, and the socket defers accepts until the request arrives; and the unit's GODEBUG keeps\n")
+	p.printf("  each runtime's monitor thread awake, docs/operations.md).\n\n")
 }
 
 // WriteCurve writes the worker-count table: for each cell, the 2xx rate
