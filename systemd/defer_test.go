@@ -2,6 +2,7 @@ package systemd_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"math"
 	"strings"
@@ -59,6 +60,7 @@ func TestSocketHandsConnectionsOverWithTheirRequest(t *testing.T) {
 	// Each measured on a pool started afresh, twice in turn; the lower
 	// reading of each counts (other work in the machine only adds).
 	dropIn := "/etc/systemd/system/" + config.SocketUnit + ".d/90-test-no-defer.conf"
+	ctx := context.Background()
 	measure := func(deferAccepts bool) float64 {
 		want := "1s"
 		if deferAccepts {
@@ -67,10 +69,12 @@ func TestSocketHandsConnectionsOverWithTheirRequest(t *testing.T) {
 			b.WriteFile(dropIn, "[Socket]\nDeferAcceptSec=0\n")
 			want = "0"
 		}
-		b.Must("systemctl", "daemon-reload")
-		b.Must("systemctl", "stop", config.TargetUnit, config.WorkerPattern, config.SocketUnit)
-		b.Must("systemctl", "start", config.SocketUnit, config.TargetUnit)
-		b.Eventually(30*time.Second, "workers active again", func() bool { return b.AllActive(b.WorkerUnits(workers)...) })
+		if err := b.Driver.Restart(ctx); err != nil {
+			t.Fatalf("restart the pool: %v", err)
+		}
+		if err := b.Driver.WaitReady(ctx, workers, 30*time.Second); err != nil {
+			t.Fatalf("restart the pool: %v", err)
+		}
 		if got := b.Show(config.SocketUnit, "DeferAcceptUSec"); got != want {
 			t.Fatalf("DeferAcceptUSec=%q, want %q", got, want)
 		}
