@@ -63,7 +63,7 @@ func newProtection(cfg config.Config, env env, log *logrus.Entry) protection {
 // admission slot and the serving path waits, and drops it after, until ctx
 // ends (admission.Governor); with the operator's GOMAXPROCS it does nothing.
 func (p protection) govern(ctx context.Context, lim *admission.Limiter, log *logrus.Entry) {
-	g := &admission.Governor{Procs: p.procs, Slots: lim.Slots, Started: lim.Started(), Changed: func(from, to int, why string) {
+	g := &admission.Governor{Procs: p.procs, Slots: lim.Slots, Started: lim.Started(), Long: lim.Long(), WatchLong: lim.WatchLong, Changed: func(from, to int, why string) {
 		log.WithFields(logrus.Fields{"gomaxprocs": to, "was": from}).Info("GOMAXPROCS: " + why)
 	}}
 	_ = g.Run(ctx) // returns ctx's error once the worker stops

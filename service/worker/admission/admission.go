@@ -31,9 +31,14 @@ type Observer interface {
 
 // Limiter admits at most MaxInFlight requests at a time.
 type Limiter struct {
-	slots      chan struct{}
-	released   atomic.Uint64  // admitted requests finished
-	started    chan Admission // an admission, when none is pending
+	slots    chan struct{}
+	released atomic.Uint64  // admitted requests finished
+	started  chan Admission // an admission, when none is pending
+	// long is signalled when a request releases a slot it held watch or
+	// longer (WatchLong); watch is 0 while nobody watches, and requests then
+	// read no clock for it.
+	long       chan struct{}
+	watch      atomic.Int64
 	wait       time.Duration
 	retryAfter string
 	exempt     map[string]bool
@@ -65,7 +70,7 @@ func New(opts Options) *Limiter {
 		now = time.Now
 	}
 	return &Limiter{
-		slots: make(chan struct{}, opts.MaxInFlight), started: make(chan Admission, 1), wait: opts.Wait,
+		slots: make(chan struct{}, opts.MaxInFlight), started: make(chan Admission, 1), long: make(chan struct{}, 1), wait: opts.Wait,
 		retryAfter: strconv.Itoa(secs), exempt: exempt, obs: opts.Observer, now: now,
 	}
 }
@@ -88,7 +93,7 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 			_, _ = w.Write([]byte(`{"error":"worker at capacity, retry later","status":503}` + "\n"))
 			return
 		}
-		defer l.release()
+		defer l.release(l.holdStart())
 		if len(l.started) == 0 { // one load per request while a signal is pending
 			select {
 			case l.started <- Admission{At: time.Now(), CPU: processCPU()}: // the Governor's clocks, not Options.Now
@@ -102,10 +107,36 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 	})
 }
 
-func (l *Limiter) release() {
+// holdStart is when a request took its slot on the monotonic clock, or -1
+// while nobody watches for long holds.
+func (l *Limiter) holdStart() time.Duration {
+	if l.watch.Load() == 0 {
+		return -1
+	}
+	return mono()
+}
+
+// release frees a slot taken at start (holdStart) and signals Long when it
+// was held the watched hold or longer.
+func (l *Limiter) release(start time.Duration) {
 	<-l.slots
 	l.released.Add(1)
+	if start < 0 {
+		return
+	}
+	if w := time.Duration(l.watch.Load()); w > 0 && mono()-start >= w {
+		select {
+		case l.long <- struct{}{}:
+		default: // one is pending already
+		}
+	}
 }
+
+// epoch is the origin of mono.
+var epoch = time.Now()
+
+// mono reads the monotonic clock alone (one clock read; time.Now takes two).
+func mono() time.Duration { return time.Since(epoch) }
 
 // acquire takes a slot at once, or within the wait, or gives up.
 func (l *Limiter) acquire(r *http.Request) (time.Duration, bool) {
@@ -146,3 +177,16 @@ func (l *Limiter) Slots() SlotUse {
 // costs a single load. A Governor asleep while nothing runs wakes up on it
 // and judges from the admission on how long it then waited for a P.
 func (l *Limiter) Started() <-chan Admission { return l.started }
+
+// WatchLong makes Long signal a request that held its slot hold or longer,
+// from the requests admitted next on; 0 stops it. While it watches, each
+// request reads the monotonic clock when it takes its slot and when it
+// releases it.
+func (l *Limiter) WatchLong(hold time.Duration) { l.watch.Store(int64(max(hold, 0))) }
+
+// Long is signalled when a request released a slot it held for the hold
+// WatchLong set or longer; one signal is pending at most, so a request
+// never waits on it. A Governor at its base level listens to it while its
+// looks see only short requests, instead of ticking: the end of the first
+// long request ends its quiet period.
+func (l *Limiter) Long() <-chan struct{} { return l.long }

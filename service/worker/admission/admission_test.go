@@ -149,3 +149,50 @@ func TestWaitIsMeasuredOnTheInjectedClock(t *testing.T) {
 		t.Fatalf("waits reported %v, want [0s 7s]: the first admitted at once, the second timed on Options.Now", obs.seen)
 	}
 }
+
+// While a Governor watches (WatchLong), a request that held its slot the
+// watched hold or longer signals Long when it releases it; a shorter one
+// does not, nor does any while nobody watches.
+func TestLongHoldsSignalled(t *testing.T) {
+	l := New(Options{MaxInFlight: 1})
+	hold := time.Duration(0)
+	h := l.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { time.Sleep(hold) }))
+	serve := func(d time.Duration) bool {
+		hold = d
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/fib", nil))
+		select {
+		case <-l.Long():
+			return true
+		default:
+			return false
+		}
+	}
+	if serve(20 * time.Millisecond) {
+		t.Fatal("Long signalled while nobody watches")
+	}
+	l.WatchLong(10 * time.Millisecond)
+	if serve(0) {
+		t.Fatal("Long signalled for a request that held its slot for no time")
+	}
+	if !serve(20 * time.Millisecond) {
+		t.Fatal("Long not signalled for a request that held its slot 20 ms, with 10 ms watched")
+	}
+	// Two long requests before anyone looks: one signal, and the second
+	// request did not block on it.
+	hold = 20 * time.Millisecond
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/fib", nil))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/fib", nil))
+	<-l.Long()
+	select {
+	case <-l.Long():
+		t.Fatal("Long held two signals; one pending at most")
+	default:
+	}
+	l.WatchLong(0)
+	if serve(20 * time.Millisecond) {
+		t.Fatal("Long signalled after WatchLong(0)")
+	}
+	if got := l.Slots(); got.InFlight != 0 || got.Released != 6 {
+		t.Fatalf("slots after 6 requests: %+v, want none in flight and 6 released", got)
+	}
+}

@@ -64,6 +64,18 @@ import (
 // slot, the request holding the slot also holds the P, and it ends before
 // another request reaches admission.
 //
+// At the base level, while its looks see requests run but none long, it
+// sleeps Quiet instead of Tick and has the Limiter signal the end of a
+// request that held its slot Late or longer (Long); that signal ends the
+// quiet period, and the next look comes Late after it, by when a following
+// long request has had a P long enough to show whether the serving path
+// waits. Ticking every 10 ms while short requests ran was measured at a
+// twentieth of a pool's thread wake-ups at 8 workers on 2 CPUs under
+// new-connection load, and 4-5% of its throughput (docs/benchmarks.md, "The
+// governor's quiet period"). A computation that starts in a quiet period
+// and runs on without ending waits for the next look, up to Quiet later,
+// for the spare P; one that ends brings the look at once.
+//
 // Process CPU time was tried instead of the slots and dropped: threads in
 // system calls hold no P, so on new-connection load the kernel time of
 // accept4 and close made short requests look like computing Ps, and user
@@ -76,7 +88,9 @@ import (
 // The cost is one timer and a few atomic loads per wake-up, and a
 // stop-the-world of a few microseconds at each change. A request pays one
 // load (the length of Started's channel), and the first admitted after an
-// idle look sends the signal: a clock read and a CPU-time read.
+// idle look sends the signal: a clock read and a CPU-time read. During a
+// quiet period a request also reads the monotonic clock when it takes its
+// slot and when it releases it.
 type Governor struct {
 	Procs Procs
 	// Slots reports the admission slots' use (Limiter.Slots); required.
@@ -93,11 +107,18 @@ type Governor struct {
 	// it ends an idle period, and that look is judged from the admission
 	// on: how late it came, what the process ran, what finished.
 	Started <-chan Admission
+	// Long and WatchLong, when both are set, tell of a request that
+	// released its slot after holding it WatchLong's hold or longer
+	// (Limiter.Long, Limiter.WatchLong). At the base level, while its looks
+	// see only short requests, the Governor sleeps Quiet instead of Tick,
+	// watching for the end of such a request.
+	Long      <-chan struct{}
+	WatchLong func(hold time.Duration)
 	// Changed, when set, is told of every change and why.
 	Changed func(from, to int, why string)
-	// Tick, Idle, Late and Hold default to DefaultTick, DefaultIdle,
-	// DefaultLate and DefaultHold.
-	Tick, Idle, Late, Hold time.Duration
+	// Tick, Idle, Quiet, Late and Hold default to DefaultTick, DefaultIdle,
+	// DefaultQuiet, DefaultLate and DefaultHold.
+	Tick, Idle, Quiet, Late, Hold time.Duration
 }
 
 // Defaults of a Governor's periods.
@@ -108,6 +129,11 @@ const (
 	DefaultTick = 10 * time.Millisecond
 	// DefaultIdle is the wake-up period while no request runs.
 	DefaultIdle = 100 * time.Millisecond
+	// DefaultQuiet is the wake-up period at the base level while requests
+	// run but none held its slot Late or longer. The end of a long request
+	// (Long) cuts it short; a computation that runs longer than this without
+	// ending is seen at the next wake-up.
+	DefaultQuiet = 50 * time.Millisecond
 	// DefaultLate is the lateness that counts as the serving path waiting,
 	// and the average slot hold that counts as a long request.
 	DefaultLate = 2 * time.Millisecond
@@ -200,13 +226,26 @@ func (g *Governor) step(st *governorState, s sample) (why string) {
 	return ""
 }
 
-// period is how long to sleep after sample s, and whether that is an idle
-// period (one that Started ends).
-func (g *Governor) period(st *governorState, s sample) (time.Duration, bool) {
-	if st.procs == g.Procs.Base && s.idle {
-		return or(g.Idle, DefaultIdle), true
+// A period is what the Governor sleeps on until its next look.
+type period int
+
+const (
+	ticking period = iota // Tick, or until a look is due
+	idle                  // Idle, or until an admission (Started)
+	quiet                 // Quiet, or until a long request ends (Long)
+)
+
+// period is how long to sleep after sample s, and what else ends the sleep.
+func (g *Governor) period(st *governorState, s sample) (time.Duration, period) {
+	switch {
+	case st.procs != g.Procs.Base:
+		return or(g.Tick, DefaultTick), ticking // counting the calm
+	case s.idle:
+		return or(g.Idle, DefaultIdle), idle
+	case !s.long && g.Long != nil && g.WatchLong != nil:
+		return or(g.Quiet, DefaultQuiet), quiet
 	}
-	return or(g.Tick, DefaultTick), false
+	return or(g.Tick, DefaultTick), ticking
 }
 
 // Run applies the base level and governs until ctx ends. With Base ==
@@ -234,11 +273,14 @@ func (g *Governor) Run(ctx context.Context) error {
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	var started <-chan Admission // listened to during an idle period only
+	var long <-chan struct{}     // listened to during a quiet period only
+	defer g.watch(false)
 	for {
 		// The sample runs from the previous look, and the wake-up is due a
 		// wait after it; or, woken by an admission, both run from the
-		// admission (a signal older than the previous look is stale).
-		since, sinceCPU, due, woken := last, lastCPU, last.Add(wait), false
+		// admission (a signal older than the previous look is stale); or,
+		// woken by the end of a long request, it is on time.
+		since, sinceCPU, due, woken, ended := last, lastCPU, last.Add(wait), false, false
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -248,8 +290,14 @@ func (g *Governor) Run(ctx context.Context) error {
 			if due = last; !a.At.Before(last) {
 				since, sinceCPU, due, woken = a.At, a.CPU, a.At, true
 			}
+		case <-long:
+			t.Stop()
+			ended = true
 		}
 		at, slots, used := now(), g.Slots(), cpu()
+		if ended {
+			due = at
+		}
 		ran := time.Duration(-1)
 		if used >= 0 && sinceCPU >= 0 {
 			ran = used - sinceCPU
@@ -264,14 +312,39 @@ func (g *Governor) Run(ctx context.Context) error {
 				g.Changed(from, st.procs, why)
 			}
 		}
-		var idle bool
-		if wait, idle = g.period(st, s); idle {
-			started = g.Started
-		} else {
-			started = nil
+		var next period
+		if wait, next = g.period(st, s); ended {
+			// A long request just ended: look again soon, and judge from
+			// there whether the next ones wait for a P.
+			wait, next = g.late(), ticking
 		}
+		started, long = nil, nil
+		switch next {
+		case idle:
+			started = g.Started
+		case quiet:
+			long = g.Long
+		}
+		g.watch(next == quiet)
 		t.Reset(wait)
 	}
+}
+
+// watch turns the limiter's signal of long requests on or off. A signal
+// left from an earlier quiet period is dropped when a new one begins.
+func (g *Governor) watch(on bool) {
+	if g.Long == nil || g.WatchLong == nil {
+		return
+	}
+	if !on {
+		g.WatchLong(0)
+		return
+	}
+	select {
+	case <-g.Long:
+	default:
+	}
+	g.WatchLong(g.late())
 }
 
 // processCPU is the CPU time of every thread of the process so far, or -1

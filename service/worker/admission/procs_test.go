@@ -275,3 +275,99 @@ func TestProcessCPU(t *testing.T) {
 		t.Fatalf("the CPU clock moved %v in 10 s of a busy loop (%d turns)", now-before, x)
 	}
 }
+
+// What ends each sleep: an admission while nothing runs (idle), the end of
+// a long request while only short ones run at the base level (quiet, when
+// the limiter can tell of it), the tick otherwise.
+func TestGovernorPeriod(t *testing.T) {
+	ms := time.Millisecond
+	long := make(chan struct{})
+	watching := &Governor{Procs: Procs{Base: 1, Serving: 2}, Long: long, WatchLong: func(time.Duration) {}}
+	blind := &Governor{Procs: Procs{Base: 1, Serving: 2}}
+	for _, c := range []struct {
+		name  string
+		g     *Governor
+		procs int
+		s     sample
+		wait  time.Duration
+		p     period
+	}{
+		{"nothing ran", watching, 1, sample{wall: 10 * ms, idle: true}, DefaultIdle, idle},
+		{"short requests", watching, 1, sample{wall: 10 * ms, finished: 90, ran: ms}, DefaultQuiet, quiet},
+		{"short requests, no signal of long ones", blind, 1, sample{wall: 10 * ms, finished: 90, ran: ms}, DefaultTick, ticking},
+		{"long requests", watching, 1, sample{wall: 10 * ms, long: true}, DefaultTick, ticking},
+		{"raised: counting the calm", watching, 2, sample{wall: 10 * ms, finished: 90, ran: ms}, DefaultTick, ticking},
+		{"raised, nothing ran: counting the calm", watching, 2, sample{wall: 10 * ms, idle: true}, DefaultTick, ticking},
+	} {
+		wait, p := c.g.period(&governorState{procs: c.procs}, c.s)
+		if wait != c.wait || p != c.p {
+			t.Errorf("%s: sleeps %v in period %d, want %v in period %d", c.name, wait, p, c.wait, c.p)
+		}
+	}
+}
+
+// Seeing only short requests, Run sleeps its quiet period (here an hour)
+// with the limiter watching for long ones. The end of one wakes it; that
+// look is on time, and the next comes Late after it: 13 ms late while the
+// process computed and one request held the slot, the serving path waited,
+// and the level is raised.
+func TestGovernorRunQuietUntilALongRequestEnds(t *testing.T) {
+	var elapsed atomic.Int64 // the fake clock: 15 ms per reading
+	var looks atomic.Int32
+	var watched atomic.Int64
+	long := make(chan struct{}, 1)
+	changed := make(chan string, 4)
+	g := &Governor{
+		Procs: Procs{Base: 1, Serving: 2},
+		Set:   func(n int) int { return n },
+		Now:   func() time.Time { return time.Unix(0, elapsed.Add(int64(15*time.Millisecond))) },
+		// The start, then 100 short requests, then one long one per look.
+		Slots: func() SlotUse {
+			switch n := looks.Add(1); n {
+			case 1:
+				return SlotUse{Slots: 1, InFlight: 1}
+			default:
+				return SlotUse{Slots: 1, InFlight: 1, Released: 100 + uint64(n) - 2}
+			}
+		},
+		CPU:       func() time.Duration { return time.Duration(elapsed.Load()) }, // computing the whole time
+		Long:      long,
+		WatchLong: func(hold time.Duration) { watched.Store(int64(hold)) },
+		Changed:   func(from, to int, why string) { changed <- why },
+		Tick:      time.Millisecond,
+		Quiet:     time.Hour,
+		Late:      2 * time.Millisecond,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = g.Run(ctx) }()
+	for deadline := time.Now().Add(10 * time.Second); watched.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not watching for long requests 10 s after the start (%d looks at the slots)", looks.Load())
+		}
+	}
+	if hold := time.Duration(watched.Load()); hold != 2*time.Millisecond {
+		t.Fatalf("watching for requests held %v, want Late (2ms)", hold)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := looks.Load(); n != 2 {
+		t.Fatalf("%d looks at the slots during the quiet period, want 2 (the start and the first Tick)", n)
+	}
+	long <- struct{}{}
+	select {
+	case why := <-changed:
+		if !strings.Contains(why, "waited 13ms for a P") {
+			t.Fatalf("raised because %q; want a goroutine that waited 13ms for a P", why)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("not raised 10 s after a long request ended (%d looks at the slots)", looks.Load())
+	}
+	if looks.Load() != 4 {
+		t.Errorf("raised at look %d, want the second after the signal (4)", looks.Load())
+	}
+	for deadline := time.Now().Add(10 * time.Second); watched.Load() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("still watching for long requests 10 s after the level was raised")
+		}
+	}
+}
