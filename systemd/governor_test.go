@@ -1,0 +1,58 @@
+package systemd_test
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/lab/sandbox"
+)
+
+// Under the shipped unit, short requests never bring a worker its spare P,
+// and computing requests arriving amid them do: the admission governor,
+// which looks every 50 ms while only short requests run and is woken by the
+// end of a long one, still sees the serving path wait behind computations.
+func TestSpareProcessorOnlyWhileRequestsCompute(t *testing.T) {
+	const workers = 2 // one admission slot each on 2 CPUs: one P, two while computing
+	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=2\n"})
+	b.Start(workers)
+	short := b.LoadAsync("/", "-rate", "400", "-c", "4", "-d", "8s")
+	time.Sleep(3 * time.Second)
+	computing := b.Must("date", "+%s.%N")
+	fib := b.Load("/fib?n=30", "-c", "2", "-d", "3s")
+	res := short()
+	t.Logf("/: %v in 8 s (p99 %v); /fib?n=30 amid them from %s: %v", res.StatusCodes, res.Latency.P99, strings.TrimSpace(computing), fib.StatusCodes)
+	if res.Errors() != 0 || fib.Errors() != 0 || res.StatusCodes[200] == 0 || fib.StatusCodes[200] == 0 {
+		t.Fatalf("want both loads served without errors: / %v %v, /fib %v %v", res.StatusCodes, res.ErrorSamples, fib.StatusCodes, fib.ErrorSamples)
+	}
+	from, err := strconv.ParseFloat(strings.TrimSpace(computing), 64)
+	if err != nil {
+		t.Fatalf("box clock %q: %v", computing, err)
+	}
+	args := []string{"journalctl", "-b", "--no-pager", "-o", "short-unix"}
+	for _, u := range b.WorkerUnits(workers) {
+		args = append(args, "-u", u)
+	}
+	var before, after []string
+	for _, line := range strings.Split(b.Must(args...), "\n") {
+		if !strings.Contains(line, "GOMAXPROCS: requests held their slots") {
+			continue
+		}
+		at, _ := strconv.ParseFloat(strings.Fields(line)[0], 64)
+		if at < from {
+			before = append(before, line)
+		} else {
+			after = append(after, line)
+		}
+	}
+	if len(before) > 0 {
+		t.Fatalf("a worker took its spare P while only / ran (short requests):\n%s", strings.Join(before, "\n"))
+	}
+	if len(after) == 0 {
+		t.Fatalf("no worker took its spare P while /fib?n=30 computed amid / (journal of %s):\n%s",
+			config.WorkerUnit(1), b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-u", config.WorkerUnit(1)))
+	}
+	t.Logf("spare P taken:\n%s", strings.Join(after, "\n"))
+}
