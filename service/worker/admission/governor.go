@@ -71,10 +71,11 @@ import (
 // long request has had a P long enough to show whether the serving path
 // waits. Ticking every 10 ms while short requests ran cost a pool of 8
 // workers on 2 CPUs under new-connection load about 7% of its thread
-// wake-ups: 1.27 per request against 1.18 with the quiet period
-// (docs/benchmarks.md, "The governor's quiet period"). A computation that starts in a quiet period
-// and runs on without ending waits for the next look, up to Quiet later,
-// for the spare P; one that ends brings the look at once.
+// wake-ups: 1.27 per request against 1.18 with the quiet period; a pool of
+// 2 read alike both ways (docs/benchmarks.md, "The governor's quiet
+// period"). A computation that starts in a quiet period and runs on
+// without ending waits for the next look, up to Quiet later, for the spare
+// P; one that ends brings the look at once.
 //
 // Process CPU time was tried instead of the slots and dropped: threads in
 // system calls hold no P, so on new-connection load the kernel time of
