@@ -194,6 +194,7 @@ func TestTruncatedTablesAreReplaced(t *testing.T) {
 	if resp, _ := get(t, "http://"+sock.addr+"/"); resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
+	waitLog(t, w, "msg=serving", 10*time.Second) // logged after READY=1: in one CI run, after the GET too
 	if c := strings.Count(w.stderr.String(), "table file was unusable: replaced it"); c != 3 {
 		t.Errorf("%d replacements logged, want 3:\n%s", c, w.stderr)
 	}
