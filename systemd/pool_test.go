@@ -46,9 +46,29 @@ func TestPoolOneWorkerPerCPU(t *testing.T) {
 }
 
 // Scenario 1, configured: CLUSTERAPP_WORKERS=3 in the environment file.
+// The worker the first connection starts comes up alone: the others start
+// once it is ready (the generator orders it before them), as `systemctl
+// show` and the units' timestamps tell an operator.
 func TestPoolSizeFromEnvFile(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=3\n"})
 	b.Start(3)
+	if got := b.Show(config.WorkerUnit(1), "Before"); !strings.Contains(" "+got+" ", " "+config.WorkerUnit(2)+" ") || !strings.Contains(" "+got+" ", " "+config.WorkerUnit(3)+" ") {
+		t.Fatalf("%s is not ordered before the other workers: Before=%s", config.WorkerUnit(1), got)
+	}
+	monotonic := func(unit, prop string) uint64 {
+		v, err := strconv.ParseUint(b.Show(unit, prop), 10, 64)
+		if err != nil || v == 0 {
+			t.Fatalf("%s %s=%q: %v", unit, prop, b.Show(unit, prop), err)
+		}
+		return v
+	}
+	ready := monotonic(config.WorkerUnit(1), "ActiveEnterTimestampMonotonic")
+	for _, u := range []string{config.WorkerUnit(2), config.WorkerUnit(3)} {
+		if began := monotonic(u, "ExecMainStartTimestampMonotonic"); began < ready {
+			t.Fatalf("%s started %v before %s was ready: the first connection's worker shared the CPUs with it",
+				u, time.Duration(ready-began)*time.Microsecond, config.WorkerUnit(1))
+		}
+	}
 	time.Sleep(300 * time.Millisecond) // a fourth worker would have started by now
 	if got := b.ActiveWorkers(); len(got) != 3 {
 		t.Fatalf("active workers %v, want 3", got)

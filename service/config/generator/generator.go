@@ -13,6 +13,9 @@
 //     N = CLUSTERAPP_WORKERS or the number of CPUs. systemd 252 ignores
 //     .wants/ symlink folders for generated template instances in some
 //     cases; a Wants= drop-in is the form measured to work.
+//   - clusterapp-worker@1.service.d/50-first.conf, with N > 1: Before= on
+//     clusterapp-worker@2..N, so the worker a connection starts is up first
+//     (docs/benchmarks.md, "Worker 1 up first").
 //   - clusterapp.socket.d/50-env.conf, only when CLUSTERAPP_LISTEN or
 //     CLUSTERAPP_BACKLOG is set in the file: ListenStream= and Backlog=.
 //   - clusterapp-metrics.socket.d/50-env.conf, only when
@@ -239,6 +242,22 @@ func (s Settings) Files(cpus int) (map[string]string, error) {
 		target.Set("Wants", config.WorkerUnit(i))
 	}
 	files[config.TargetUnit+".d/50-workers.conf"] = target
+
+	// The worker the socket starts comes up alone: the others are ordered
+	// after it, so on a cold start (boot, the first connection, a restart
+	// of the target) worker 1 does not share the CPUs with N-1 other
+	// hardened spawns before it answers the connection that started it.
+	// Ordering, not a requirement: a worker 1 that fails to start lets the
+	// others start. A worker restarted alone (a crash, the watchdog,
+	// `clusterapp rollout`) has no job to wait for. The order also holds
+	// on stop, reversed: worker 1 drains after the others.
+	if n := s.Workers(cpus); n > 1 {
+		first := unitfile.New(header).Section("Unit")
+		for i := 2; i <= n; i++ {
+			first.Set("Before", config.WorkerUnit(i))
+		}
+		files[config.WorkerUnit(1)+".d/50-first.conf"] = first
+	}
 
 	switch {
 	case s.ListenRefused != "":

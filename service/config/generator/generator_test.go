@@ -57,6 +57,9 @@ func TestOneWorkerPerCPUByDefault(t *testing.T) {
 	if _, ok := files["clusterapp.socket.d/50-env.conf"]; ok {
 		t.Fatal("socket drop-in written although the file sets nothing for it")
 	}
+	if got := files["clusterapp-worker@1.service.d/50-first.conf"]; !strings.HasSuffix(got, "[Unit]\nBefore=clusterapp-worker@2.service\nBefore=clusterapp-worker@3.service\nBefore=clusterapp-worker@4.service\n") {
+		t.Fatalf("worker 1 is not ordered before the other workers:\n%s", got)
+	}
 	svc := files["clusterapp-worker@.service.d/50-env.conf"]
 	for _, want := range []string{"WatchdogSec=10000ms", "TimeoutStopSec=30000ms", "LimitNOFILE=65536", "MemoryMax=infinity", `Environment="CLUSTERAPP_MAX_IN_FLIGHT=1"`} {
 		if !strings.Contains(svc, want+"\n") {
@@ -117,6 +120,9 @@ func TestExportLineIsSkippedNotFatal(t *testing.T) {
 	}
 	if got := files["clusterapp.target.d/50-workers.conf"]; strings.Count(got, "Wants=") != 1 {
 		t.Fatalf("target drop-in:\n%s", got)
+	}
+	if got, ok := files["clusterapp-worker@1.service.d/50-first.conf"]; ok {
+		t.Fatalf("one worker is ordered before others that do not exist:\n%s", got)
 	}
 }
 
@@ -235,9 +241,10 @@ var injections = []string{
 
 // allowed are the directives each generated file may hold.
 var allowed = map[string]map[string]bool{
-	"clusterapp.target.d/50-workers.conf":      {"Wants": true},
-	"clusterapp.socket.d/50-env.conf":          {"ListenStream": true, "Backlog": true},
-	"clusterapp-worker@.service.d/50-env.conf": {"Environment": true, "WatchdogSec": true, "TimeoutStopSec": true, "LimitNOFILE": true, "MemoryHigh": true, "MemoryMax": true},
+	"clusterapp.target.d/50-workers.conf":         {"Wants": true},
+	"clusterapp-worker@1.service.d/50-first.conf": {"Before": true},
+	"clusterapp.socket.d/50-env.conf":             {"ListenStream": true, "Backlog": true},
+	"clusterapp-worker@.service.d/50-env.conf":    {"Environment": true, "WatchdogSec": true, "TimeoutStopSec": true, "LimitNOFILE": true, "MemoryHigh": true, "MemoryMax": true},
 }
 
 // Nothing in the environment file adds a directive to a unit, and a
