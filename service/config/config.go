@@ -39,7 +39,7 @@ type Config struct {
 
 	ReadHeaderTimeout time.Duration `envconfig:"READ_HEADER_TIMEOUT" default:"5s" desc:"time a client has to send its request headers (slowloris guard)"`
 	ReadTimeout       time.Duration `envconfig:"READ_TIMEOUT" default:"30s" desc:"time a client has to send a whole request, body included; 0 disables"`
-	WriteTimeout      time.Duration `envconfig:"WRITE_TIMEOUT" default:"1m" desc:"time to compute and write a response, from the end of the headers (enforced at most 1s or an eighth of it late, whichever is less); 0 disables"`
+	WriteTimeout      time.Duration `envconfig:"WRITE_TIMEOUT" default:"1m" desc:"time to compute and write a response, from the end of the headers; 0 disables"`
 	IdleTimeout       time.Duration `envconfig:"IDLE_TIMEOUT" default:"1m" desc:"how long an idle keep-alive connection is kept open"`
 	MaxHeaderBytes    Size          `envconfig:"MAX_HEADER_BYTES" default:"64KiB" desc:"largest request header block; larger requests get 431"`
 	MaxBodyBytes      Size          `envconfig:"MAX_BODY_BYTES" default:"1MiB" desc:"largest request body; larger requests get 413"`

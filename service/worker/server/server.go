@@ -13,7 +13,6 @@ import (
 
 	"github.com/clusterapp/clusterapp/service/worker/exclusive"
 	"github.com/clusterapp/clusterapp/service/worker/internal/fdlimit"
-	"github.com/clusterapp/clusterapp/service/worker/internal/writedeadline"
 	"github.com/clusterapp/clusterapp/service/worker/probe"
 	"github.com/clusterapp/clusterapp/service/worker/rawio"
 	"github.com/sirupsen/logrus"
@@ -180,9 +179,7 @@ func (s *Server) Stats() Stats {
 // Each listener's poller entry is made exclusive, so a new connection wakes
 // one idle worker of the pool instead of all (package exclusive); the
 // connections it accepts read and write raw while the worker runs one P
-// (package rawio), with a coarse write deadline, so that net/http's
-// deadline per request seldom reaches the runtime's timers (package
-// writedeadline); and it is wrapped so that, at the open-file limit,
+// (package rawio); and it is wrapped so that, at the open-file limit,
 // accepts wait in the shared backlog instead of failing (package fdlimit);
 // a connection that closes wakes them. The balancer's WrapListener goes
 // around that.
@@ -194,7 +191,7 @@ func (s *Server) Serve(listeners []net.Listener, errc chan<- error) {
 		} else {
 			l = x
 		}
-		guarded[i] = s.fds.Wrap(writedeadline.Wrap(rawio.Wrap(l), writedeadline.Slack(s.opts.WriteTimeout)))
+		guarded[i] = s.fds.Wrap(rawio.Wrap(l))
 	}
 	s.mu.Lock()
 	s.listeners = guarded // Drain closes these, which also ends a wait at the limit
