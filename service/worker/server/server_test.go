@@ -274,6 +274,51 @@ func TestSlowlorisDoesNotDelayOthers(t *testing.T) {
 	}
 }
 
+// A client that stops reading a response is cut off once WriteTimeout has
+// passed, even on a keep-alive connection that served requests before;
+// others are served meanwhile.
+func TestSlowReaderCutOffAfterWriteTimeout(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	big := strings.Repeat("x", 64<<20)
+	_, addr := newServer(t, func(o *Options) { o.WriteTimeout = timeout }, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/big" {
+			io.WriteString(w, big)
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+	slow, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	br := bufio.NewReader(slow)
+	for range 3 {
+		io.WriteString(slow, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	io.WriteString(slow, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n") // then reads nothing
+	time.Sleep(timeout + 300*time.Millisecond)
+	resp, err := http.Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatalf("another client while one stalls: %v", err)
+	}
+	resp.Body.Close()
+	slow.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, err := io.Copy(io.Discard, br)
+	if err != nil {
+		t.Fatalf("the stalled response was not ended by the server: %v", err)
+	}
+	if n >= int64(len(big)) {
+		t.Fatalf("the stalled client got all %d bytes: WriteTimeout did not end the response", n)
+	}
+}
+
 func TestHugeHeaderRejected(t *testing.T) {
 	_, addr := newServer(t, func(o *Options) { o.MaxHeaderBytes = 8 << 10 }, nil)
 	req, _ := http.NewRequest("GET", "http://"+addr+"/", nil)
