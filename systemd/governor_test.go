@@ -56,3 +56,39 @@ func TestSpareProcessorOnlyWhileRequestsCompute(t *testing.T) {
 	}
 	t.Logf("spare P taken:\n%s", strings.Join(after, "\n"))
 }
+
+// A GOMAXPROCS in the environment file that the Go runtime ignores ("3n")
+// used to count as the operator's: the worker kept Go's number of Ps and
+// turned its governor off, and with one CPU and one slot it stopped
+// shedding a spike. Under the shipped unit, the worker now names the value
+// in its journal, plans its Ps from its slot (one at rest) and still takes
+// the spare P while requests compute.
+func TestIgnoredGOMAXPROCSKeepsTheGovernor(t *testing.T) {
+	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=1\nCLUSTERAPP_MAX_IN_FLIGHT=1\nGOMAXPROCS=3n\n"})
+	b.Start(1)
+	unit := config.WorkerUnit(1)
+	journal := b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-u", unit, "MESSAGE_ID=25e63ffff04b49a3b43e3cb0d6889422")
+	if !strings.Contains(journal, `GOMAXPROCS=\"3n\": expected a whole number from 1`) && !strings.Contains(journal, `GOMAXPROCS="3n": expected a whole number from 1`) {
+		t.Fatalf("no invalid-configuration line names GOMAXPROCS=3n in %s's journal:\n%s", unit, b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-u", unit))
+	}
+	procs := func() string {
+		for _, line := range strings.Split(b.Must("curl", "-sSf", sandbox.MetricsURL), "\n") {
+			if strings.HasPrefix(line, "go_sched_gomaxprocs_threads") {
+				return line
+			}
+		}
+		return ""
+	}
+	if line := procs(); !strings.HasSuffix(line, " 1") {
+		t.Fatalf("at rest with one slot: %q, want 1 P (Go's own choice here is %s)", line, strings.TrimSpace(b.Must("nproc")))
+	}
+	fib := b.Load("/fib?n=30", "-c", "4", "-d", "3s")
+	if fib.Errors() != 0 || fib.StatusCodes[200] == 0 {
+		t.Fatalf("/fib?n=30: %v %v", fib.StatusCodes, fib.ErrorSamples)
+	}
+	raised := b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-u", unit, "--grep", "GOMAXPROCS: requests held their slots")
+	if strings.TrimSpace(raised) == "" || strings.Contains(raised, "-- No entries --") {
+		t.Fatalf("the worker never took its spare P while /fib?n=30 computed (%v); its journal:\n%s", fib.StatusCodes, b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-u", unit))
+	}
+	t.Logf("/fib?n=30: %v; %s", fib.StatusCodes, strings.TrimSpace(raised))
+}

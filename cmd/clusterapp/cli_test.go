@@ -43,6 +43,15 @@ func TestCommandLine(t *testing.T) {
 	if err := os.WriteFile(kept, []byte("GODEBUG=http2server=0,"+config.MonitorTrace+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A GOMAXPROCS the Go runtime ignores: valid for systemd, a warning
+	// naming it (the worker serves with its own Ps and says so too).
+	procs, procsOK := filepath.Join(t.TempDir(), "procs.env"), filepath.Join(t.TempDir(), "procs-ok.env")
+	if err := os.WriteFile(procs, []byte("GOMAXPROCS=3n\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(procsOK, []byte("GOMAXPROCS=3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args       []string
 		code       int
@@ -77,6 +86,8 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"config", "--check", bad}, code: exitConfig, stdout: []string{"CLUSTERAPP_SHUTDOWN_TIMEOUT"}},
 		{args: []string{"config", "--check", godebug}, stdout: []string{`warning: GODEBUG="http2server=0" has no schedtrace`, "add " + config.MonitorTrace, godebug + ": ok (1 variables set)"}},
 		{args: []string{"config", "--check", kept}, stdout: []string{kept + ": ok (1 variables set)"}, notStdout: []string{"warning"}},
+		{args: []string{"config", "--check", procs}, stdout: []string{`warning: GOMAXPROCS="3n": expected a whole number from 1`, "its admission slots set its Ps", procs + ": ok (1 variables set)"}},
+		{args: []string{"config", "--check", procsOK}, stdout: []string{procsOK + ": ok (1 variables set)"}, notStdout: []string{"warning"}},
 		{args: []string{"config", "--check", "/nonexistent.env"}, code: exitFailure, stderr: []string{"clusterapp: config: stat /nonexistent.env: no such file or directory\n"}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"runtime"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/clusterapp/clusterapp/service/worker/admission"
 	"github.com/clusterapp/clusterapp/service/worker/cache"
 	"github.com/clusterapp/clusterapp/service/worker/internal/shm"
+	"github.com/clusterapp/clusterapp/service/worker/logging"
 	"github.com/clusterapp/clusterapp/service/worker/metrics"
 	"github.com/clusterapp/clusterapp/service/worker/ratelimit"
 	"github.com/sirupsen/logrus"
@@ -37,7 +39,7 @@ func newProtection(cfg config.Config, env env, log *logrus.Entry) protection {
 	if p.maxInFlight == 0 {
 		p.maxInFlight = runtime.GOMAXPROCS(0)
 	}
-	_, explicit := os.LookupEnv("GOMAXPROCS")
+	explicit := operatorProcs(os.LookupEnv, log)
 	current := runtime.GOMAXPROCS(0)
 	p.procs = admission.PlanProcs(current, p.maxInFlight, explicit)
 	if runtime.GOMAXPROCS(p.procs.Base); p.procs.Base != current {
@@ -57,6 +59,21 @@ func newProtection(cfg config.Config, env env, log *logrus.Entry) protection {
 		"request_timeout": cfg.RequestTimeout, "rate_limit_table": p.tableMode(),
 	}).Info("protection")
 	return p
+}
+
+// operatorProcs reports whether the operator fixed GOMAXPROCS: set to a
+// value the Go runtime applies. A value it ignores ("3n", "0", empty) is
+// logged, naming it, and counts as unset, as it does for the runtime: the
+// worker then plans its Ps from its slots and keeps the spare P's governor
+// (config.GOMAXPROCS says what taking it for the operator's once cost).
+func operatorProcs(lookup func(string) (string, bool), log *logrus.Entry) bool {
+	v, set := lookup(config.GOMAXPROCS)
+	if set && !config.GOMAXPROCSApplies(v) {
+		log.WithFields(logrus.Fields{"variable": config.GOMAXPROCS, "value": v}).WithFields(logging.Event(logging.MsgInvalidConfig)).
+			Warn(fmt.Sprintf("%s=%q: %s", config.GOMAXPROCS, v, config.GOMAXPROCSAdvice))
+		return false
+	}
+	return set
 }
 
 // govern adds the serving path's spare P while long requests hold every
