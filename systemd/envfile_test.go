@@ -1,6 +1,7 @@
 package systemd_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -52,4 +53,46 @@ func TestBadEnvFileThenFix(t *testing.T) {
 		t.Fatal("the waiting client was never served")
 	}
 	b.Eventually(10*time.Second, "pool back", func() bool { return b.AllActive(b.WorkerUnits(2)...) })
+}
+
+// A GOMEMLIMIT the Go runtime cannot parse (512M is systemd's spelling of a
+// size, not Go's) used to kill every worker before its first instruction:
+// 136 restarts in 5 s and about 1000 journal lines a second, nothing
+// served. The generator now keeps the value, exactly as systemd reads it
+// from the file (quotes, %, spaces), out of the workers' environment: they
+// start, serve and stay up; a valid value still reaches them.
+func TestInvalidGOMEMLIMITDoesNotCrashLoop(t *testing.T) {
+	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=1\n"})
+	b.Start(1)
+	unit := config.WorkerUnit(1)
+	for _, value := range []string{`512M`, `"5%MiB"`, `"1 GiB"`, `'a"b'`} {
+		b.WriteEnv("CLUSTERAPP_WORKERS=1\nGOMEMLIMIT=" + value + "\n")
+		b.Must("systemctl", "daemon-reload")
+		b.Must("systemctl", "restart", "--no-block", unit)
+		b.Eventually(15*time.Second, "worker active with GOMEMLIMIT="+value, func() bool { return b.AllActive(unit) })
+		time.Sleep(time.Second)
+		if out, err := b.Curl("/"); err != nil || !strings.HasPrefix(out, "200 ") {
+			t.Fatalf("GOMEMLIMIT=%s: GET / gave %q, %v", value, out, err)
+		}
+		if env := workerEnv(b, unit); strings.Contains(env, "\nGOMEMLIMIT=") {
+			t.Fatalf("GOMEMLIMIT=%s reached the worker:\n%s", value, env)
+		}
+		if n := b.Show(unit, "NRestarts"); n != "0" {
+			t.Fatalf("GOMEMLIMIT=%s: the worker restarted %s times; its journal:\n%s", value, n,
+				b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-n", "20", "-u", unit))
+		}
+	}
+	// A valid value reaches the worker as it is.
+	b.WriteEnv("CLUSTERAPP_WORKERS=1\nGOMEMLIMIT=300MiB\n")
+	b.Must("systemctl", "daemon-reload")
+	b.Must("systemctl", "restart", unit)
+	b.Eventually(15*time.Second, "worker active with GOMEMLIMIT=300MiB", func() bool { return b.AllActive(unit) })
+	if env := workerEnv(b, unit); !strings.Contains(env, "\nGOMEMLIMIT=300MiB\n") {
+		t.Fatalf("GOMEMLIMIT=300MiB did not reach the worker:\n%s", env)
+	}
+}
+
+// workerEnv is the environment of unit's main process, one variable a line.
+func workerEnv(b *sandbox.Box, unit string) string {
+	return "\n" + strings.TrimSpace(b.Must("sh", "-c", fmt.Sprintf("tr '\\0' '\\n' </proc/%d/environ", b.MainPID(unit)))) + "\n"
 }

@@ -52,6 +52,12 @@ func TestCommandLine(t *testing.T) {
 	if err := os.WriteFile(procsOK, []byte("GOMAXPROCS=3\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A GOMEMLIMIT the Go runtime cannot parse: an error (the generator
+	// keeps it from the workers, which it would kill before they start).
+	memlimit := filepath.Join(t.TempDir(), "memlimit.env")
+	if err := os.WriteFile(memlimit, []byte("GOMEMLIMIT=512M\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args       []string
 		code       int
@@ -88,6 +94,7 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"config", "--check", kept}, stdout: []string{kept + ": ok (1 variables set)"}, notStdout: []string{"warning"}},
 		{args: []string{"config", "--check", procs}, stdout: []string{`warning: GOMAXPROCS="3n": expected a whole number from 1`, "its admission slots set its Ps", procs + ": ok (1 variables set)"}},
 		{args: []string{"config", "--check", procsOK}, stdout: []string{procsOK + ": ok (1 variables set)"}, notStdout: []string{"warning"}},
+		{args: []string{"config", "--check", memlimit}, code: exitConfig, stdout: []string{`error: ` + memlimit + `: GOMEMLIMIT="512M": not a size the Go runtime accepts`, "such as 512MiB", "the workers start without it"}},
 		{args: []string{"config", "--check", "/nonexistent.env"}, code: exitFailure, stderr: []string{"clusterapp: config: stat /nonexistent.env: no such file or directory\n"}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -24,7 +24,9 @@
 //     socket is not affected).
 //   - clusterapp-worker@.service.d/50-env.conf: WatchdogSec=, LimitNOFILE=,
 //     MemoryHigh=, MemoryMax= and TimeoutStopSec= (the drain timeout plus a
-//     margin, so systemd never SIGKILLs a drain still within its deadline).
+//     margin, so systemd never SIGKILLs a drain still within its deadline);
+//     UnsetEnvironment= for a GOMEMLIMIT the Go runtime cannot parse, which
+//     would kill every worker before it starts (config.GOMEMLIMIT).
 //
 // The file is read exactly as systemd reads it for the workers (package
 // envfile), so the units and the workers never see two different files. A
@@ -152,6 +154,9 @@ func Read(paths ...string) Settings {
 		s.problems(from, ce)
 	} else if err != nil {
 		s.refuse(fmt.Sprintf("%s: %v", paths[0], err))
+	}
+	if v, ok := s.Set[config.GOMEMLIMIT]; ok && !config.GOMEMLIMITApplies(v) {
+		s.Problems = append(s.Problems, fmt.Sprintf("%s: %s=%q: %s", from(config.GOMEMLIMIT), config.GOMEMLIMIT, v, config.GOMEMLIMITAdvice))
 	}
 	listenKey, metricsKey := config.Prefix+"_LISTEN", config.Prefix+"_METRICS_LISTEN"
 	if l, err := config.ParseListen(c.Listen); err == nil && s.ListenRefused == "" {
@@ -307,6 +312,12 @@ func (s Settings) Files(cpus int) (map[string]string, error) {
 	svc.Set("LimitNOFILE", strconv.Itoa(c.LimitNOFILE))
 	svc.Set("MemoryHigh", orInfinity(c.MemoryHigh))
 	svc.Set("MemoryMax", orInfinity(c.MemoryMax))
+	// A GOMEMLIMIT the Go runtime cannot parse kills a worker before its
+	// first instruction, every time, as fast as systemd restarts it
+	// (config.GOMEMLIMIT): keep it out of the workers' environment.
+	if v, ok := s.Set[config.GOMEMLIMIT]; ok && !config.GOMEMLIMITApplies(v) {
+		svc.UnsetEnv(config.GOMEMLIMIT, v)
+	}
 	files[config.WorkerTemplate+".d/50-env.conf"] = svc
 
 	out := map[string]string{}

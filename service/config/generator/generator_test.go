@@ -221,6 +221,36 @@ func TestAdmissionShareOfCPUs(t *testing.T) {
 	}
 }
 
+// A GOMEMLIMIT the Go runtime cannot parse (512M is systemd's spelling,
+// not Go's) is named and kept out of the workers' environment, as the exact
+// assignment; a valid one, or none, leaves the environment alone.
+func TestInvalidGOMEMLIMITUnset(t *testing.T) {
+	for body, want := range map[string]string{
+		"GOMEMLIMIT=512M\n":      `UnsetEnvironment="GOMEMLIMIT=512M"`,
+		"GOMEMLIMIT=\"5%MiB\"\n": `UnsetEnvironment="GOMEMLIMIT=5%%MiB"`,
+		"GOMEMLIMIT=512MiB\n":    "",
+		"GOMEMLIMIT=off\n":       "",
+		"GOMEMLIMIT=\n":          "",
+		"":                       "",
+	} {
+		files, stderr := generate(t, write(t, body), 2)
+		svc := files["clusterapp-worker@.service.d/50-env.conf"]
+		if want == "" {
+			if strings.Contains(svc, "UnsetEnvironment") || strings.Contains(stderr, "GOMEMLIMIT") {
+				t.Errorf("%q: a valid or absent GOMEMLIMIT was touched:\n%s\n%s", body, svc, stderr)
+			}
+			continue
+		}
+		if !strings.Contains(svc, want+"\n") {
+			t.Errorf("%q: the worker drop-in lacks %s:\n%s", body, want, svc)
+		}
+		if !strings.Contains(stderr, "GOMEMLIMIT=") || !strings.Contains(stderr, "such as 512MiB") {
+			t.Errorf("%q: the warning does not name GOMEMLIMIT and what is expected: %q", body, stderr)
+		}
+		verify(t, files, false)
+	}
+}
+
 // injections are values an attacker or a careless operator could put in the
 // environment file, for every variable the generator writes into a unit.
 var injections = []string{
@@ -244,15 +274,18 @@ var allowed = map[string]map[string]bool{
 	"clusterapp.target.d/50-workers.conf":         {"Wants": true},
 	"clusterapp-worker@1.service.d/50-first.conf": {"Before": true},
 	"clusterapp.socket.d/50-env.conf":             {"ListenStream": true, "Backlog": true},
-	"clusterapp-worker@.service.d/50-env.conf":    {"Environment": true, "WatchdogSec": true, "TimeoutStopSec": true, "LimitNOFILE": true, "MemoryHigh": true, "MemoryMax": true},
+	"clusterapp-worker@.service.d/50-env.conf":    {"Environment": true, "WatchdogSec": true, "TimeoutStopSec": true, "LimitNOFILE": true, "MemoryHigh": true, "MemoryMax": true, "UnsetEnvironment": true},
 }
 
 // Nothing in the environment file adds a directive to a unit, and a
 // rejected value is named (issue 11, point 3). The generated files also
 // pass systemd-analyze verify with the shipped units.
 func TestInjectionCorpus(t *testing.T) {
-	for _, name := range []string{"LISTEN", "BACKLOG", "WORKERS", "WATCHDOG_SEC", "LIMIT_NOFILE", "MEMORY_HIGH", "MEMORY_MAX", "SHUTDOWN_TIMEOUT"} {
+	for _, name := range []string{"LISTEN", "BACKLOG", "WORKERS", "WATCHDOG_SEC", "LIMIT_NOFILE", "MEMORY_HIGH", "MEMORY_MAX", "SHUTDOWN_TIMEOUT", config.GOMEMLIMIT} {
 		key := "CLUSTERAPP_" + name
+		if name == config.GOMEMLIMIT {
+			key = name
+		}
 		for _, payload := range injections {
 			body := key + "=" + payload + "\n"
 			files, stderr := generate(t, write(t, body), 2)

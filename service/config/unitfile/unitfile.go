@@ -104,6 +104,21 @@ func (f *File) SetEnv(name, value string) *File {
 	return f
 }
 
+// UnsetEnv writes UnsetEnvironment="NAME=value", quoted as SetEnv quotes:
+// systemd then removes NAME from the environment only while it holds value,
+// so a value corrected in the environment file passes even before the
+// drop-in is written again. A value a unit file cannot hold as it is (see
+// checkValue) removes NAME whatever it holds.
+func (f *File) UnsetEnv(name, value string) *File {
+	word := name
+	if checkValue(value) == nil {
+		word += "=" + value
+	}
+	word = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "%", "%%").Replace(word)
+	f.b.WriteString(`UnsetEnvironment="` + word + "\"\n")
+	return f
+}
+
 func (f *File) fail(err error) {
 	if f.err == nil {
 		f.err = err

@@ -53,3 +53,34 @@ func TestGOMAXPROCSAppliesAgreesWithTheRuntime(t *testing.T) {
 		}
 	}
 }
+
+func TestGOMEMLIMITApplies(t *testing.T) {
+	for v, want := range map[string]bool{
+		"off": true, "0": true, "512MiB": true, "2GiB": true, "1073741824": true, "100B": true, "1KiB": true, "8TiB": true, "+5MiB": true,
+		"512M": false, "2G": false, "1.5GiB": false, "abc": false, "-1": false, "MiB": false, "5iB": false, "5PiB": false,
+		"OFF": false, "5 MiB": false, "99999999TiB": false, "5mib": false, "B": false,
+	} {
+		if got := GOMEMLIMITApplies(v); got != want {
+			t.Errorf("GOMEMLIMITApplies(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
+
+// Differential: the Go runtime started with each value survives exactly
+// when GOMEMLIMITApplies says so (it dies with "malformed GOMEMLIMIT"
+// otherwise).
+func TestGOMEMLIMITAgreesWithTheRuntime(t *testing.T) {
+	for _, v := range []string{"off", "0", "512MiB", "2GiB", "1073741824", "100B", "1KiB", "8TiB", "+5MiB", "007MiB",
+		"512M", "2G", "1.5GiB", "abc", "-1", "MiB", "5iB", "5PiB", "OFF", "5 MiB", "99999999TiB", "5mib", "B", " 5MiB", "5MiB ", "9223372036854775807", "9223372036854775808", "8589934591GiB", "8589934592GiB"} {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), printProcsEnv+"=1", "GOMEMLIMIT="+v)
+		out, err := cmd.CombinedOutput()
+		started := err == nil
+		if !started && !strings.Contains(string(out), "malformed GOMEMLIMIT") {
+			t.Fatalf("GOMEMLIMIT=%q: %v\n%s", v, err, out)
+		}
+		if got := GOMEMLIMITApplies(v); got != started {
+			t.Errorf("GOMEMLIMIT=%q: the runtime started: %v, GOMEMLIMITApplies says %v", v, started, got)
+		}
+	}
+}
