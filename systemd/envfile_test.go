@@ -96,3 +96,29 @@ func TestInvalidGOMEMLIMITDoesNotCrashLoop(t *testing.T) {
 func workerEnv(b *sandbox.Box, unit string) string {
 	return "\n" + strings.TrimSpace(b.Must("sh", "-c", fmt.Sprintf("tr '\\0' '\\n' </proc/%d/environ", b.MainPID(unit)))) + "\n"
 }
+
+// config.SystemdSets against systemd itself: every variable listed is one
+// systemd sets in a worker's environment, and a value for it in the
+// environment file replaces systemd's (the reason the generator refuses
+// them): with NOTIFY_SOCKET in the file, the worker's READY=1 goes nowhere.
+func TestSystemdSetsEveryVariableListed(t *testing.T) {
+	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=1\n"})
+	b.Start(1)
+	unit := config.WorkerUnit(1)
+	env := workerEnv(b, unit)
+	for _, k := range config.SystemdSets {
+		if !strings.Contains(env, "\n"+k+"=") {
+			t.Errorf("systemd does not set %s for %s:%s", k, unit, env)
+		}
+	}
+	b.WriteEnv("CLUSTERAPP_WORKERS=1\nNOTIFY_SOCKET=/run/nowhere\n")
+	b.Must("systemctl", "daemon-reload")
+	if j := b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "--grep", "NOTIFY_SOCKET is set by systemd"); !strings.Contains(j, "remove the line") {
+		t.Errorf("the generator did not name NOTIFY_SOCKET at daemon-reload: %q", j)
+	}
+	b.Must("systemctl", "restart", "--no-block", unit)
+	b.Eventually(15*time.Second, "the worker started with the file's NOTIFY_SOCKET", func() bool {
+		pid := b.MainPID(unit)
+		return pid > 0 && strings.Contains(workerEnv(b, unit), "\nNOTIFY_SOCKET=/run/nowhere\n")
+	})
+}

@@ -146,6 +146,10 @@ func Read(paths ...string) Settings {
 		for _, u := range config.Unknown([]string{k}) {
 			s.Notes = append(s.Notes, fmt.Sprintf("%s: %s", from(k), u))
 		}
+		if config.SetBySystemd(k) {
+			s.Problems = append(s.Problems, fmt.Sprintf("%s: %s is set by systemd for each worker, and the file's value replaces systemd's: "+
+				"the workers lose their sockets, READY=1, the watchdog, the shared tables or the journal; remove the line", from(k), k))
+		}
 	}
 	c, err := config.LoadVars(vars)
 	s.Config = c

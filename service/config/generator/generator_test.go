@@ -251,6 +251,21 @@ func TestInvalidGOMEMLIMITUnset(t *testing.T) {
 	}
 }
 
+// A variable systemd sets for each worker (an env file copied from a
+// shell under systemd) is an error naming it: the file's value would
+// replace systemd's.
+func TestVariablesSystemdSetsAreRefused(t *testing.T) {
+	for _, k := range config.SystemdSets {
+		_, stderr := generate(t, write(t, "CLUSTERAPP_WORKERS=2\n"+k+"=5\n"), 2)
+		if !strings.Contains(stderr, k+" is set by systemd for each worker") || !strings.Contains(stderr, "remove the line") {
+			t.Errorf("%s=5: %q", k, stderr)
+		}
+	}
+	if _, stderr := generate(t, write(t, "CLUSTERAPP_WORKERS=2\nLANG=C.UTF-8\n"), 2); strings.Contains(stderr, "set by systemd") {
+		t.Errorf("LANG: %q", stderr)
+	}
+}
+
 // injections are values an attacker or a careless operator could put in the
 // environment file, for every variable the generator writes into a unit.
 var injections = []string{
