@@ -58,6 +58,10 @@ func TestCommandLine(t *testing.T) {
 	if err := os.WriteFile(memlimit, []byte("GOMEMLIMIT=512M\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	notify := filepath.Join(t.TempDir(), "notify.env")
+	if err := os.WriteFile(notify, []byte("NOTIFY_SOCKET=/run/systemd/notify\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args       []string
 		code       int
@@ -94,6 +98,7 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"config", "--check", kept}, stdout: []string{kept + ": ok (1 variables set)"}, notStdout: []string{"warning"}},
 		{args: []string{"config", "--check", procs}, stdout: []string{`warning: GOMAXPROCS="3n": expected a whole number from 1`, "its admission slots set its Ps", procs + ": ok (1 variables set)"}},
 		{args: []string{"config", "--check", procsOK}, stdout: []string{procsOK + ": ok (1 variables set)"}, notStdout: []string{"warning"}},
+		{args: []string{"config", "--check", notify}, code: exitConfig, stdout: []string{"error: " + notify + ": NOTIFY_SOCKET is set by systemd for each worker", "remove the line"}},
 		{args: []string{"config", "--check", memlimit}, code: exitConfig, stdout: []string{`error: ` + memlimit + `: GOMEMLIMIT="512M": not a size the Go runtime accepts`, "such as 512MiB", "the workers start without it"}},
 		{args: []string{"config", "--check", "/nonexistent.env"}, code: exitFailure, stderr: []string{"clusterapp: config: stat /nonexistent.env: no such file or directory\n"}},
 	} {
