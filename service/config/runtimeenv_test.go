@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -28,7 +29,7 @@ const printProcsEnv = "CLUSTERAPP_TEST_PRINT_GOMAXPROCS"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(printProcsEnv) != "" {
-		fmt.Println(runtime.GOMAXPROCS(0))
+		fmt.Println(runtime.GOMAXPROCS(0), debug.SetGCPercent(100))
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
@@ -47,7 +48,7 @@ func TestGOMAXPROCSAppliesAgreesWithTheRuntime(t *testing.T) {
 		if err != nil {
 			t.Fatalf("GOMAXPROCS=%q: %v", v, err)
 		}
-		applied := strings.TrimSpace(string(out)) == s
+		applied := strings.Fields(string(out))[0] == s
 		if got := GOMAXPROCSApplies(v); got != applied {
 			t.Errorf("GOMAXPROCS=%q: the runtime ran %s Ps (applied: %v), GOMAXPROCSApplies says %v", v, strings.TrimSpace(string(out)), applied, got)
 		}
@@ -81,6 +82,27 @@ func TestGOMEMLIMITAgreesWithTheRuntime(t *testing.T) {
 		}
 		if got := GOMEMLIMITApplies(v); got != started {
 			t.Errorf("GOMEMLIMIT=%q: the runtime started: %v, GOMEMLIMITApplies says %v", v, started, got)
+		}
+	}
+}
+
+// Differential: the runtime started with each GOGC value applies it
+// exactly when GOGCApplies says so (37 is not its default, 100).
+func TestGOGCAgreesWithTheRuntime(t *testing.T) {
+	for _, v := range []string{"37", "+37", "037", "-37", "off", "37%", " 37", "37 ", "OFF", "", "3.7", "2147483648", "0x25"} {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), printProcsEnv+"=1", "GOGC="+v)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("GOGC=%q: %v", v, err)
+		}
+		got := strings.Fields(string(out))[1]
+		applied := got != "100"
+		if v == "" {
+			continue // unset: the runtime's default
+		}
+		if GOGCApplies(v) != applied {
+			t.Errorf("GOGC=%q: the runtime collects at %s, GOGCApplies says %v", v, got, GOGCApplies(v))
 		}
 	}
 }

@@ -251,6 +251,16 @@ func TestInvalidGOMEMLIMITUnset(t *testing.T) {
 	}
 }
 
+// A GOGC the runtime ignores is a warning naming it; a valid one is not.
+func TestIgnoredGOGCNamed(t *testing.T) {
+	if _, stderr := generate(t, write(t, "GOGC=50%\n"), 2); !strings.Contains(stderr, `GOGC="50%": the Go runtime ignores it`) {
+		t.Errorf("GOGC=50%%: %q", stderr)
+	}
+	if _, stderr := generate(t, write(t, "GOGC=200\n"), 2); strings.Contains(stderr, "GOGC") {
+		t.Errorf("GOGC=200: %q", stderr)
+	}
+}
+
 // A variable systemd sets for each worker (an env file copied from a
 // shell under systemd) is an error naming it: the file's value would
 // replace systemd's.

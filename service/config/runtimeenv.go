@@ -97,3 +97,18 @@ func parseByteCount(s string) (int64, bool) {
 const GOMEMLIMITAdvice = "not a size the Go runtime accepts (a byte count with an optional B, KiB, MiB, GiB or TiB suffix, " +
 	"such as 512MiB, or off), and it would stop every worker before it starts; the workers start without it " +
 	"(their limit then follows MemoryMax=/MemoryHigh=, CLUSTERAPP_MEMORY_LIMIT_RATIO) until it is fixed"
+
+// GOGC is the Go runtime's collector target. The runtime applies "off" or
+// a whole number (strconv.ParseInt(v, 10, 32)); anything else ("50%",
+// "200 ") it replaces with 100 without a word. Only a warning: the worker
+// runs as it would without it.
+const GOGC = "GOGC"
+
+// GOGCApplies reports whether the Go runtime applies v as GOGC.
+func GOGCApplies(v string) bool {
+	if v == "off" {
+		return true
+	}
+	_, err := strconv.ParseInt(v, 10, 32)
+	return err == nil
+}
