@@ -149,7 +149,7 @@ func printEnvConfig(stdout io.Writer) error {
 	}
 	notes := config.Unknown(keys)
 	if v, ok := os.LookupEnv(config.GOMAXPROCS); ok && !config.GOMAXPROCSApplies(v) {
-		notes = append(notes, gomaxprocsNote(v))
+		notes = append(notes, fmt.Sprintf("%s=%q: %s", config.GOMAXPROCS, v, config.GOMAXPROCSAdvice))
 	}
 	return report(stdout, "the environment", notes, problems)
 }
@@ -193,11 +193,6 @@ func orDash(s string) string {
 	return s
 }
 
-// gomaxprocsNote is the warning for a GOMAXPROCS the Go runtime ignores.
-func gomaxprocsNote(v string) string {
-	return fmt.Sprintf("%s=%q: %s", config.GOMAXPROCS, v, config.GOMAXPROCSAdvice)
-}
-
 // checkFile validates an environment file as systemd, the generator and the
 // workers will read it: lines systemd skips and unknown variables are
 // warnings; invalid values are errors, each saying what it will do.
@@ -209,9 +204,6 @@ func checkFile(path string, stdout io.Writer) error {
 	notes := s.Notes
 	if godebug, ok := s.Set["GODEBUG"]; ok && !config.MonitorAwake(godebug) {
 		notes = append(notes, fmt.Sprintf("GODEBUG=%q has no schedtrace: %s", godebug, config.MonitorAdvice))
-	}
-	if v, ok := s.Set[config.GOMAXPROCS]; ok && !config.GOMAXPROCSApplies(v) {
-		notes = append(notes, gomaxprocsNote(v))
 	}
 	if err := report(stdout, path, notes, s.Problems); err != nil {
 		return err

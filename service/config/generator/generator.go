@@ -162,6 +162,9 @@ func Read(paths ...string) Settings {
 	if v, ok := s.Set[config.GOMEMLIMIT]; ok && !config.GOMEMLIMITApplies(v) {
 		s.Problems = append(s.Problems, fmt.Sprintf("%s: %s=%q: %s", from(config.GOMEMLIMIT), config.GOMEMLIMIT, v, config.GOMEMLIMITAdvice))
 	}
+	if v, ok := s.Set[config.GOMAXPROCS]; ok && !config.GOMAXPROCSApplies(v) {
+		s.Notes = append(s.Notes, fmt.Sprintf("%s: %s=%q: %s", from(config.GOMAXPROCS), config.GOMAXPROCS, v, config.GOMAXPROCSAdvice))
+	}
 	if v, ok := s.Set[config.GOGC]; ok && !config.GOGCApplies(v) {
 		s.Notes = append(s.Notes, fmt.Sprintf("%s: %s=%q: the Go runtime ignores it and collects at its default, 100 (expected a whole number such as 200, or off)", from(config.GOGC), config.GOGC, v))
 	}

@@ -251,13 +251,17 @@ func TestInvalidGOMEMLIMITUnset(t *testing.T) {
 	}
 }
 
-// A GOGC the runtime ignores is a warning naming it; a valid one is not.
+// A GOGC or GOMAXPROCS the runtime ignores is a warning naming it; a
+// valid one is not.
 func TestIgnoredGOGCNamed(t *testing.T) {
 	if _, stderr := generate(t, write(t, "GOGC=50%\n"), 2); !strings.Contains(stderr, `GOGC="50%": the Go runtime ignores it`) {
 		t.Errorf("GOGC=50%%: %q", stderr)
 	}
 	if _, stderr := generate(t, write(t, "GOGC=200\n"), 2); strings.Contains(stderr, "GOGC") {
 		t.Errorf("GOGC=200: %q", stderr)
+	}
+	if _, stderr := generate(t, write(t, "GOMAXPROCS=3n\n"), 2); !strings.Contains(stderr, `GOMAXPROCS="3n": expected a whole number from 1`) {
+		t.Errorf("GOMAXPROCS=3n: %q", stderr)
 	}
 }
 
