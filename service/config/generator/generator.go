@@ -38,6 +38,9 @@
 // made to listen nowhere (its ListenStream= reset), never on the shipped
 // address, which may be wider than the operator's. Every value reaches the
 // unit files through package unitfile, which escapes it by systemd's rules.
+// The Go runtime's variables the file passes to the workers are read as the
+// runtime reads them (GOMEMLIMIT, GOMAXPROCS, GOGC in package config), and a
+// variable systemd sets for each worker (config.SystemdSets) is an error.
 // Warnings go to the journal.
 package generator
 
