@@ -47,3 +47,22 @@ func TestCommentIsOneLine(t *testing.T) {
 		t.Fatalf("comment %q", got)
 	}
 }
+
+// UnsetEnv quotes the exact assignment as SetEnv does; a value a unit file
+// cannot hold unsets the name whatever its value, and is never an error
+// (the generator must always write its files).
+func TestUnsetEnv(t *testing.T) {
+	got, err := New("").Section("Service").
+		UnsetEnv("GOMEMLIMIT", `5"%MiB\`+"x").
+		UnsetEnv("GOMEMLIMIT", "5\nMiB").
+		UnsetEnv("GOMEMLIMIT", " 5MiB").
+		String()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "[Service]\n" + `UnsetEnvironment="GOMEMLIMIT=5\"%%MiB\\x"` + "\n" +
+		`UnsetEnvironment="GOMEMLIMIT"` + "\n" + `UnsetEnvironment="GOMEMLIMIT"` + "\n"
+	if got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+}
