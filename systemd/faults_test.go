@@ -222,3 +222,69 @@ func TestRestartsArePacedOnlyInALoop(t *testing.T) {
 		t.Errorf("a clean restart backed off: %d back-off lines, want %d", n, len(lines)+1)
 	}
 }
+
+// A worker whose process dies before the worker's code runs, at every
+// start: here a drop-in's SystemCallFilter= under which the Go runtime
+// cannot create a thread ("failed to create new OS thread", status 2 and a
+// stack dump). The worker's own pacing never runs, and systemd restarts at
+// once forever: measured before, 117 restarts and 14,000 journal lines in
+// 10 s for that one worker (6 and 240 now). The unit's ExecStopPost=+ (outside the sandbox)
+// paces it (crashloop.Unreached); the other worker serves; a stop ends
+// within the 5 s cap; once the drop-in is gone the worker starts, and a
+// kill -9 of it is a plain crash again, replaced without a wait.
+func TestStartsThatNeverReachTheWorkerArePaced(t *testing.T) {
+	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=2\n"})
+	unit := config.WorkerUnit(2)
+	dropIn := "/etc/systemd/system/" + unit + ".d/tight.conf"
+	b.WriteFile(dropIn, "[Service]\nSystemCallFilter=~clone clone3\n")
+	b.Must("systemctl", "daemon-reload")
+	b.Start(1)
+	b.Must("systemctl", "start", "--no-block", unit)
+	const window = 10 * time.Second
+	time.Sleep(window)
+	restarts, _ := strconv.Atoi(b.Show(unit, "NRestarts"))
+	lines := len(strings.Split(b.Must("journalctl", "-b", "-q", "--no-pager", "-o", "cat", "-u", unit), "\n"))
+	t.Logf("in %v: %d restarts, %d journal lines of %s", window, restarts, lines, unit)
+	// Paced: 0, 0, 250 ms, 500 ms, 1 s, 2 s, 4 s... about 8 in 10 s.
+	// Unpaced: about 100.
+	if restarts < 3 || restarts > 25 {
+		t.Errorf("%d restarts in %v, want 3 to 25 (a loop paced 250 ms doubling to 5 s)", restarts, window)
+	}
+	backOffs := journalEntries(b, "-u", unit, "MESSAGE_ID="+logging.MsgUnreachedBackOff)
+	if len(backOffs) == 0 {
+		t.Fatalf("no back-off line (MESSAGE_ID=%s) for %s", logging.MsgUnreachedBackOff, unit)
+	}
+	for i, e := range backOffs {
+		e.want(t, "WORKER", "2")
+		e.want(t, "PRIORITY", "4")
+		e.want(t, "STARTS", strconv.Itoa(i+1))
+		e.want(t, "EXIT", "code=exited, status=2")
+	}
+	if out, err := b.Curl("/"); err != nil || !strings.HasPrefix(out, "200 1") {
+		t.Fatalf("worker 1 while worker 2 loops: %q %v", out, err)
+	}
+	stop := time.Now()
+	b.Must("systemctl", "stop", unit)
+	t.Logf("systemctl stop during the loop took %v", time.Since(stop).Round(time.Millisecond))
+	if state := b.Show(unit, "ActiveState"); state != "inactive" && state != "failed" {
+		t.Fatalf("%s is %s after systemctl stop", unit, state)
+	}
+
+	// Fixed: the worker starts, removes the mark, and a crash after that is
+	// a first one: no wait before the restart.
+	b.Must("rm", dropIn)
+	b.Must("systemctl", "daemon-reload")
+	b.Must("systemctl", "start", unit)
+	if out := b.Must("sh", "-c", "ls /run/clusterapp/"); strings.Contains(out, "unreached-starts.2") {
+		t.Fatalf("the mark is still there once worker 2 runs: %s", out)
+	}
+	old := b.MainPID(unit)
+	b.Must("kill", "-9", strconv.Itoa(old))
+	b.Eventually(10*time.Second, "worker 2 replaced", func() bool {
+		pid := b.MainPID(unit)
+		return pid != 0 && pid != old && b.AllActive(unit)
+	})
+	if n := len(journalEntries(b, "-u", unit, "MESSAGE_ID="+logging.MsgUnreachedBackOff)); n != len(backOffs) {
+		t.Fatalf("a kill -9 of a running worker was paced as a start that never reached it: %d back-off lines, want %d", n, len(backOffs))
+	}
+}

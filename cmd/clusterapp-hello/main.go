@@ -114,7 +114,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		if *instance == "" {
 			return usageError{"exited: --instance is required (the worker unit's ExecStopPost= passes %i)"}
 		}
-		return worker.RecordExit(*instance, routes)
+		return worker.RecordExit(ctx, *instance, routes, stderr)
 	}
 	return worker.Run(ctx, worker.Options{Name: *instance, Version: version, Routes: routes, Stderr: stderr})
 }

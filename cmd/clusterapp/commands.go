@@ -59,7 +59,7 @@ Exit status: 0 on success, 1 on failure, 2 for a bad command line,
 		newScaleCommand(),
 		newLogsCommand(),
 		newDoctorCommand(),
-		newExitedCommand(),
+		newExitedCommand(stderr),
 		newVersionCommand(),
 		newDocsCommand(),
 	)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"io"
+
 	"github.com/clusterapp/clusterapp/service/app"
 	"github.com/clusterapp/clusterapp/service/worker"
 	"github.com/spf13/cobra"
@@ -8,10 +10,10 @@ import (
 
 // newExitedCommand is exited's command line. Hidden from help: only the
 // worker unit runs it.
-func newExitedCommand() *cobra.Command {
+func newExitedCommand(stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:    "exited",
-		Short:  "Count how worker N's process ended (run by the worker unit's ExecStopPost=)",
+		Short:  "Count how worker N's process ended and pace a start loop (run by the worker unit's ExecStopPost=)",
 		Hidden: true,
 		Args:   noArgs,
 	}
@@ -20,7 +22,7 @@ func newExitedCommand() *cobra.Command {
 		if *instance == "" {
 			return usagef(cmd, "--instance is required (run by the worker unit's ExecStopPost=, with $SERVICE_RESULT set)")
 		}
-		return worker.RecordExit(*instance, app.Routes)
+		return worker.RecordExit(cmd.Context(), *instance, app.Routes, stderr)
 	}
 	return cmd
 }

@@ -25,6 +25,15 @@ func configFailures(env env, name string) (crashloop.Counter, bool) {
 	return crashloop.New(env.runtimeDir, name), true
 }
 
+// arrived removes the mark of a start that has not reached the worker yet
+// (crashloop.Unreached), under the units.
+func (e env) arrived(name string) error {
+	if e.runtimeDir == "" {
+		return nil
+	}
+	return crashloop.NewUnreached(e.runtimeDir, name).Arrived()
+}
+
 // configLog is a worker's logger while its configuration is invalid, so
 // CLUSTERAPP_LOG_FORMAT and _LEVEL cannot be trusted: each line reads
 // "clusterapp: " and the message, as before the configuration is known, and

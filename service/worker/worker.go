@@ -98,6 +98,9 @@ func Run(ctx context.Context, opts Options) error {
 		opts.Stderr = os.Stderr
 	}
 	env := readEnv()
+	// First: this process reached the worker's code, which `clusterapp
+	// exited` (ExecStopPost=) tells from a start that died before it.
+	arrived := env.arrived(opts.Name)
 	cfg, err := config.Load()
 	refused, ignored, err := env.problems(err)
 	if err != nil {
@@ -114,6 +117,9 @@ func Run(ctx context.Context, opts Options) error {
 	log := logger.WithField(logging.WorkerKey, opts.Name)
 	if unknown := config.Unknown(config.EnvironKeys()); len(unknown) > 0 {
 		log.Warn(strings.Join(unknown, "; "))
+	}
+	if arrived != nil {
+		log.WithError(arrived).Warn(arrived.Error())
 	}
 	for _, p := range ignored {
 		log.WithField("variable", p.Key).WithFields(logging.Event(logging.MsgInvalidConfig)).Warn(p.String() + "; systemd applies this setting, not the worker, so the worker serves on (clusterapp-generator used the default)")

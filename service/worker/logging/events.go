@@ -43,6 +43,11 @@ const (
 	// waits before it serves, longer at each start in a row (package
 	// crashloop).
 	MsgRestartBackOff = "c8212ad5a4664e52a5887156001236f9"
+	// MsgUnreachedBackOff: a worker unit's process keeps ending before the
+	// worker runs (systemd cannot set up its sandbox, the Go runtime cannot
+	// start), so `clusterapp exited` waits before systemd restarts it
+	// (package crashloop).
+	MsgUnreachedBackOff = "e4e21cd3f77a4e188329c1d4543d8f35"
 )
 
 // Event returns the fields that mark a line as the lifecycle event id, for

@@ -10,7 +10,7 @@ import (
 var events = map[string]string{
 	"ready": MsgReady, "draining": MsgDraining, "drained": MsgDrained, "recycled": MsgRecycled,
 	"watchdog probe failed": MsgWatchdogProbeFailed, "invalid configuration": MsgInvalidConfig, "back-off": MsgBackOff,
-	"restart back-off": MsgRestartBackOff,
+	"restart back-off": MsgRestartBackOff, "unreached back-off": MsgUnreachedBackOff,
 }
 
 // Every MESSAGE_ID= is an id128 as journalctl prints it, and no two events
