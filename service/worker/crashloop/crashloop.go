@@ -20,6 +20,9 @@
 //
 // SIGTERM ends either wait at once, so a fixed file and a restart take
 // effect without waiting.
+//
+// A process that dies before the worker's code runs cannot count itself:
+// the unit's ExecStopPost= counts those and waits instead (Unreached).
 package crashloop
 
 import (
