@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"runtime"
 	"strings"
 	"text/tabwriter"
 
@@ -202,6 +203,9 @@ func checkFile(path string, stdout io.Writer) error {
 	}
 	s := generator.Read(path)
 	notes := s.Notes
+	if n := s.ProcsNote(runtime.NumCPU()); n != "" {
+		notes = append(notes, n)
+	}
 	if godebug, ok := s.Set["GODEBUG"]; ok && !config.MonitorAwake(godebug) {
 		notes = append(notes, fmt.Sprintf("GODEBUG=%q has no schedtrace: %s", godebug, config.MonitorAdvice))
 	}

@@ -569,7 +569,7 @@ func TestGOMAXPROCSFollowsComputingSlots(t *testing.T) {
 	if procs() != "1" {
 		t.Fatalf("the operator's GOMAXPROCS=1 was not kept; stderr:\n%s", w.stderr)
 	}
-	if !strings.Contains(w.stderr.String(), "GOMAXPROCS is not above CLUSTERAPP_MAX_IN_FLIGHT") {
+	if !strings.Contains(w.stderr.String(), "GOMAXPROCS=1 is not above the 1 admission slot(s)") {
 		t.Fatalf("no warning for GOMAXPROCS=1 with 1 slot; stderr:\n%s", w.stderr)
 	}
 }

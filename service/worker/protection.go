@@ -48,7 +48,7 @@ func newProtection(cfg config.Config, env env, log *logrus.Entry) protection {
 	}
 	if p.procs.TooFew {
 		log.WithFields(logrus.Fields{"gomaxprocs": p.procs.Base, "max_in_flight": p.maxInFlight}).
-			Warn("GOMAXPROCS is not above CLUSTERAPP_MAX_IN_FLIGHT: when every slot computes, rejections and /healthz wait for Go's 10 ms preemption; unset GOMAXPROCS to let the worker add a P while they do")
+			Warn(config.ProcsAtMostSlots(p.procs.Base, p.maxInFlight))
 	}
 	if cfg.RateLimit > 0 {
 		p.limiter, p.keeper = newRateLimiter(cfg, env, log)

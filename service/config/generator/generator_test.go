@@ -5,11 +5,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/clusterapp/clusterapp/service/config"
 	"github.com/clusterapp/clusterapp/service/config/envfile"
+	"github.com/clusterapp/clusterapp/service/worker/admission"
 )
 
 func write(t *testing.T, content string) string {
@@ -408,5 +411,63 @@ func verify(t *testing.T, files map[string]string, listenRefused bool) {
 	}
 	if err != nil || text != "" {
 		t.Errorf("systemd-analyze verify: %v\n%s\nfiles: %v", err, text, files)
+	}
+}
+
+// An empty GOMAXPROCS= reaches the workers (systemd passes it) and the
+// runtime ignores it: a note, like any other value it ignores.
+func TestEmptyGOMAXPROCSNamed(t *testing.T) {
+	if _, stderr := generate(t, write(t, "GOMAXPROCS=\n"), 2); !strings.Contains(stderr, `GOMAXPROCS="": expected a whole number from 1`) {
+		t.Errorf("GOMAXPROCS=: %q", stderr)
+	}
+}
+
+// A valid GOMAXPROCS not above a worker's admission slots turns spike
+// protection off (config.ProcsAtMostSlots). The note agrees with the
+// worker's own rule (admission.PlanProcs, fed what the worker would read:
+// the generator's CLUSTERAPP_MAX_IN_FLIGHT unless the file sets one, 0
+// meaning GOMAXPROCS), so it is said at daemon-reload exactly when the
+// worker will warn.
+func TestGOMAXPROCSNotAboveSlotsNamed(t *testing.T) {
+	const cpus = 2
+	for _, env := range []string{
+		"GOMAXPROCS=1\n", // 2 workers: 1 slot each
+		"GOMAXPROCS=2\n",
+		"CLUSTERAPP_WORKERS=1\nGOMAXPROCS=2\n", // 2 slots
+		"CLUSTERAPP_WORKERS=1\nGOMAXPROCS=3\n",
+		"CLUSTERAPP_WORKERS=4\nGOMAXPROCS=1\n", // 1 slot (at least 1)
+		"GOMAXPROCS=4\nCLUSTERAPP_MAX_IN_FLIGHT=4\n",
+		"GOMAXPROCS=4\nCLUSTERAPP_MAX_IN_FLIGHT=3\n",
+		"GOMAXPROCS=4\nCLUSTERAPP_MAX_IN_FLIGHT=0\n", // the worker's default: GOMAXPROCS
+		"GOMAXPROCS=+2\nCLUSTERAPP_WORKERS=1\n",
+		"GOMAXPROCS=3n\n", // ignored by the runtime: another note
+		"CLUSTERAPP_WORKERS=1\n",
+	} {
+		s := Read(write(t, env))
+		files, err := s.Files(cpus)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slots := 0
+		if m := regexp.MustCompile(`Environment="?CLUSTERAPP_MAX_IN_FLIGHT=(\d+)`).FindStringSubmatch(files[config.WorkerTemplate+".d/50-env.conf"]); m != nil {
+			slots, _ = strconv.Atoi(m[1])
+		}
+		if s.sets("MAX_IN_FLIGHT") {
+			slots = s.Config.MaxInFlight
+		}
+		v, set := s.Set[config.GOMAXPROCS]
+		procs, _ := strconv.ParseInt(v, 10, 32)
+		if slots == 0 {
+			slots = int(procs)
+		}
+		warns := set && config.GOMAXPROCSApplies(v) && admission.PlanProcs(int(procs), slots, true).TooFew
+		note := s.ProcsNote(cpus)
+		if (note != "") != warns {
+			t.Errorf("%q: the worker warns: %v; the generator's note: %q", env, warns, note)
+		}
+		_, stderr := generate(t, write(t, env), cpus)
+		if warns != strings.Contains(stderr, "admission slot(s) of a worker") {
+			t.Errorf("%q: the worker warns: %v; the generator said: %q", env, warns, stderr)
+		}
 	}
 }
