@@ -52,6 +52,11 @@ func TestCommandLine(t *testing.T) {
 	if err := os.WriteFile(procsOK, []byte("GOMAXPROCS=3\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// "0 means no limit" elsewhere; systemd ignores it ("out of range").
+	memZero := filepath.Join(t.TempDir(), "mem-zero.env")
+	if err := os.WriteFile(memZero, []byte("CLUSTERAPP_MEMORY_MAX=0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	// One P per worker with one slot each (a worker per CPU, the default
 	// on any machine): valid, and a warning, since it turns shedding off.
 	procsOne := filepath.Join(t.TempDir(), "procs-one.env")
@@ -104,6 +109,7 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"config", "--check", kept}, stdout: []string{kept + ": ok (1 variables set)"}, notStdout: []string{"warning"}},
 		{args: []string{"config", "--check", procs}, stdout: []string{"warning: " + procs + `: GOMAXPROCS="3n": expected a whole number from 1`, "its admission slots set its Ps", procs + ": ok (1 variables set)"}},
 		{args: []string{"config", "--check", procsOK}, stdout: []string{procsOK + ": ok (1 variables set)"}, notStdout: []string{"warning"}},
+		{args: []string{"config", "--check", memZero}, code: exitConfig, stdout: []string{"error: " + memZero + `: CLUSTERAPP_MEMORY_MAX="0" is invalid`, "leave it empty for that", "the units use the default"}},
 		{args: []string{"config", "--check", procsOne}, stdout: []string{"warning: " + procsOne + ": GOMAXPROCS=1 is not above the 1 admission slot(s) of a worker", "instead of getting 503", procsOne + ": ok (1 variables set)"}},
 		{args: []string{"config", "--check", notify}, code: exitConfig, stdout: []string{"error: " + notify + ": NOTIFY_SOCKET is set by systemd for each worker", "remove the line"}},
 		{args: []string{"config", "--check", memlimit}, code: exitConfig, stdout: []string{`error: ` + memlimit + `: GOMEMLIMIT="512M": not a size the Go runtime accepts`, "such as 512MiB", "the workers start without it"}},

@@ -86,8 +86,15 @@ func TestLoadBadValues(t *testing.T) {
 		{"CLUSTERAPP_RATE_LIMIT", "-1", "from 0 (off)"},
 		{"CLUSTERAPP_REQUEST_TIMEOUT", "0s", "a positive duration"},
 		{"CLUSTERAPP_LIMIT_NOFILE", "10", "from 1024"},
-		{"CLUSTERAPP_MEMORY_MAX", "lots", "a size such as"},
+		{"CLUSTERAPP_MEMORY_MAX", "lots", "a size from 32M such as"},
 		{"CLUSTERAPP_MEMORY_HIGH", "150%", "a percentage"},
+		// systemd takes these, and a worker cannot run under them.
+		{"CLUSTERAPP_MEMORY_MAX", "0", "systemd ignores 0 and applies no limit"},
+		{"CLUSTERAPP_MEMORY_MAX", "0%", "systemd ignores 0"},
+		{"CLUSTERAPP_MEMORY_HIGH", "00%", "systemd ignores 0"},
+		{"CLUSTERAPP_MEMORY_MAX", "16M", "a worker holds 17-24 MiB: below 32M"},
+		{"CLUSTERAPP_MEMORY_HIGH", "32767K", "below 32M"},
+		{"CLUSTERAPP_MEMORY_MAX", "33554431", "below 32M"},
 	} {
 		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
 			t.Setenv(tc.key, tc.value)
@@ -208,5 +215,15 @@ func TestInvalidFallsBackAlone(t *testing.T) {
 	}
 	if only := ce.Only(ScopeWorker, ScopeBoth); only == nil || len(only.Problems) != 1 || only.Problems[0].Key != "CLUSTERAPP_FIB_MAX_N" {
 		t.Errorf("Only(worker, both) = %v", only)
+	}
+}
+
+// The floor lets through every size from 32M, however written, and every
+// percentage from 1%: what operators use.
+func TestMemoryFloorKeepsUsableValues(t *testing.T) {
+	for _, v := range []string{"", "infinity", "32M", "32768K", "33554432", "1G", "2T", "1%", "40%", "100%"} {
+		if !validMemory(v) {
+			t.Errorf("%q refused", v)
+		}
 	}
 }
