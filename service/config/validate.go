@@ -137,8 +137,9 @@ func validMemory(s string) bool {
 }
 
 // MemoryBytes is the size s (a valid CLUSTERAPP_MEMORY_MAX or _HIGH, not a
-// percentage or infinity) in bytes, as systemd reads it (K, M, G, T are powers of 1024); false for a
-// percentage, or a size too large to count, which is no floor's concern.
+// percentage or infinity) in bytes, as systemd reads it (K, M, G, T are
+// powers of 1024); false for a percentage, or a size too large to count,
+// which is no floor's concern.
 func MemoryBytes(s string) (uint64, bool) {
 	if strings.HasSuffix(s, "%") {
 		return 0, false
@@ -162,10 +163,11 @@ func zeroPercent(s string) bool {
 
 // memoryDetail says why a well-formed but too small value is refused.
 func memoryDetail(s string) string {
-	if n, ok := MemoryBytes(s); (ok && n == 0) || zeroPercent(s) {
+	n, ok := MemoryBytes(s)
+	switch {
+	case (ok && n == 0) || zeroPercent(s):
 		return ` (systemd ignores 0 and applies no limit: leave it empty for that)`
-	}
-	if n, ok := MemoryBytes(s); ok && n < minMemoryBytes {
+	case ok && n < minMemoryBytes:
 		return " (a worker holds 17-24 MiB: below " + MinMemory + " the kernel kills it or reclaims from it until it stops answering)"
 	}
 	return ""
