@@ -32,8 +32,8 @@ type Config struct {
 
 	WatchdogSec time.Duration `envconfig:"WATCHDOG_SEC" default:"10s" scope:"units" desc:"the workers' WatchdogSec=: a worker whose health probe fails this long is killed (SIGABRT, stacks in the journal) and restarted"`
 	LimitNOFILE int           `envconfig:"LIMIT_NOFILE" default:"65536" scope:"units" desc:"the workers' LimitNOFILE= (open files, so client connections, per worker); limits.conf does not apply to services"`
-	MemoryHigh  string        `envconfig:"MEMORY_HIGH" default:"" scope:"units" desc:"the workers' MemoryHigh= (throttling threshold), e.g. 512M or 40%; empty means none (not 0, which systemd ignores; refused under 32M)"`
-	MemoryMax   string        `envconfig:"MEMORY_MAX" default:"" scope:"units" desc:"the workers' MemoryMax= (hard limit, OOM kill above it), e.g. 768M or 50%; empty means none (not 0, which systemd ignores; refused under 32M)"`
+	MemoryHigh  string        `envconfig:"MEMORY_HIGH" default:"" scope:"units" desc:"the workers' MemoryHigh= (throttling threshold), e.g. 512M, 1.5G or 40%, as systemd reads it; empty means none (not 0, which systemd ignores; refused under 32M or 1%)"`
+	MemoryMax   string        `envconfig:"MEMORY_MAX" default:"" scope:"units" desc:"the workers' MemoryMax= (hard limit, OOM kill above it), e.g. 768M, 1.5G or 50%, as systemd reads it; empty means none (not 0, which systemd ignores; refused under 32M or 1%)"`
 
 	FibMaxN int `envconfig:"FIB_MAX_N" default:"45" desc:"largest n accepted by /fib (recursive Fibonacci; n=45 costs seconds of CPU)"`
 

@@ -95,6 +95,12 @@ func TestLoadBadValues(t *testing.T) {
 		{"CLUSTERAPP_MEMORY_MAX", "16M", "a worker holds 17-24 MiB: below 32M"},
 		{"CLUSTERAPP_MEMORY_HIGH", "32767K", "below 32M"},
 		{"CLUSTERAPP_MEMORY_MAX", "33554431", "below 32M"},
+		{"CLUSTERAPP_MEMORY_MAX", "31.99M", "below 32M"},
+		{"CLUSTERAPP_MEMORY_MAX", "0.0G", "systemd ignores 0 and applies no limit"},
+		{"CLUSTERAPP_MEMORY_HIGH", "0.5%", "below 1%"},
+		{"CLUSTERAPP_MEMORY_MAX", "1.5 G", "without control characters, whitespace"},
+		{"CLUSTERAPP_MEMORY_MAX", "16E", "a size from 32M such as"},
+		{"CLUSTERAPP_MEMORY_MAX", "1M1G", "a size from 32M such as"},
 	} {
 		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
 			t.Setenv(tc.key, tc.value)
@@ -221,7 +227,8 @@ func TestInvalidFallsBackAlone(t *testing.T) {
 // The floor lets through every size from 32M, however written, and every
 // percentage from 1%: what operators use.
 func TestMemoryFloorKeepsUsableValues(t *testing.T) {
-	for _, v := range []string{"", "infinity", "32M", "32768K", "33554432", "1G", "2T", "1%", "40%", "100%"} {
+	for _, v := range []string{"", "infinity", "32M", "32768K", "33554432", "1G", "2T", "1%", "40%", "100%",
+		"1.5G", "0.03125G", "1G512M", "33554432B", "1E", "40.5%", "1.05%", "99.99%"} {
 		if !validMemory(v) {
 			t.Errorf("%q refused", v)
 		}

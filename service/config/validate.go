@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -40,8 +39,8 @@ func (c Config) validate() []Problem {
 	check("WORKERS", itoa(c.Workers), c.Workers >= 0 && c.Workers <= MaxWorkers, fmt.Sprintf("a whole number from 0 (one per CPU) to %d", MaxWorkers))
 	check("WATCHDOG_SEC", formatDuration(c.WatchdogSec), within(c.WatchdogSec, time.Second, time.Hour), "a duration from 1s to 1h, such as 10s")
 	check("LIMIT_NOFILE", itoa(c.LimitNOFILE), c.LimitNOFILE >= 1024 && c.LimitNOFILE <= 1<<30, "a whole number from 1024 to 1073741824")
-	check("MEMORY_HIGH", c.MemoryHigh, validMemory(c.MemoryHigh), "empty (no limit), a size from "+MinMemory+" such as 512M or 2G, or a percentage from 1% such as 40%"+memoryDetail(c.MemoryHigh))
-	check("MEMORY_MAX", c.MemoryMax, validMemory(c.MemoryMax), "empty (no limit), a size from "+MinMemory+" such as 768M or 2G, or a percentage from 1% such as 50%"+memoryDetail(c.MemoryMax))
+	check("MEMORY_HIGH", c.MemoryHigh, validMemory(c.MemoryHigh), "empty (no limit), a size from "+MinMemory+" such as 512M, 1.5G or 2G, or a percentage from 1% to 100% such as 40% or 40.5%"+memoryDetail(c.MemoryHigh))
+	check("MEMORY_MAX", c.MemoryMax, validMemory(c.MemoryMax), "empty (no limit), a size from "+MinMemory+" such as 768M, 1.5G or 2G, or a percentage from 1% to 100% such as 50% or 50.5%"+memoryDetail(c.MemoryMax))
 	check("FIB_MAX_N", itoa(c.FibMaxN), c.FibMaxN >= 0 && c.FibMaxN <= 60, "a whole number from 0 to 60")
 	check("READ_HEADER_TIMEOUT", formatDuration(c.ReadHeaderTimeout), within(c.ReadHeaderTimeout, 1, time.Hour), "a positive duration up to 1h, such as 5s")
 	for _, d := range []struct {
@@ -107,70 +106,6 @@ func formatDuration(d time.Duration) string {
 		}
 	}
 	return s
-}
-
-var memoryPattern = regexp.MustCompile(`^([0-9]+[KMGT]?|[0-9]{1,2}%|100%|infinity)$`)
-
-// MinMemory is the smallest size CLUSTERAPP_MEMORY_MAX and _HIGH take. A
-// worker holds 17-24 MiB (docs/benchmarks.md); measured under a cgroup
-// memory limit, it started but answered nothing with 8M, and served with 16M
-// at the limit; systemd applies any size from 1 byte. 0 and 0% it ignores
-// ("out of range") and applies no limit: refused too, so the file says what
-// it does (empty for no limit).
-const MinMemory = "32M"
-
-// minMemoryBytes is MinMemory in bytes.
-const minMemoryBytes = 32 << 20
-
-// validMemory accepts what systemd's MemoryHigh=/MemoryMax= accept (bytes
-// with an optional K, M, G or T suffix, a percentage, or infinity) that a
-// worker can run under: no size below MinMemory, no 0%.
-func validMemory(s string) bool {
-	if s == "" || s == "infinity" {
-		return true
-	}
-	if !memoryPattern.MatchString(s) || zeroPercent(s) {
-		return false
-	}
-	n, ok := MemoryBytes(s)
-	return !ok || n >= minMemoryBytes
-}
-
-// MemoryBytes is the size s (a valid CLUSTERAPP_MEMORY_MAX or _HIGH, not a
-// percentage or infinity) in bytes, as systemd reads it (K, M, G, T are
-// powers of 1024); false for a percentage, or a size too large to count,
-// which is no floor's concern.
-func MemoryBytes(s string) (uint64, bool) {
-	if strings.HasSuffix(s, "%") {
-		return 0, false
-	}
-	shift := 0
-	if i := strings.IndexAny(s, "KMGT"); i >= 0 {
-		shift = 10 * (1 + strings.IndexByte("KMGT", s[i]))
-		s = s[:i]
-	}
-	n, err := strconv.ParseUint(s, 10, 64)
-	if err != nil || n > (1<<63)>>shift {
-		return 0, false
-	}
-	return n << shift, true
-}
-
-// zeroPercent reports a percentage of 0 (0%, 00%).
-func zeroPercent(s string) bool {
-	return strings.HasSuffix(s, "%") && strings.Trim(s, "0%") == ""
-}
-
-// memoryDetail says why a well-formed but too small value is refused.
-func memoryDetail(s string) string {
-	n, ok := MemoryBytes(s)
-	switch {
-	case (ok && n == 0) || zeroPercent(s):
-		return ` (systemd ignores 0 and applies no limit: leave it empty for that)`
-	case ok && n < minMemoryBytes:
-		return " (a worker holds 17-24 MiB: below " + MinMemory + " the kernel kills it or reclaims from it until it stops answering)"
-	}
-	return ""
 }
 
 // ParsePrefixes parses a comma-separated list of addresses or CIDR prefixes
