@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -171,8 +172,8 @@ func LoadVars(vars map[string]string) (Config, error) {
 	saved := map[string]string{}
 	for _, kv := range os.Environ() {
 		k, v, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, Prefix+"_") {
-			saved[k] = v
+		if _, set := vars[k]; set || strings.HasPrefix(k, Prefix+"_") {
+			saved[k] = v       // vars' other names too (PATH, GOMAXPROCS in a file): put back as they were
 			_ = os.Unsetenv(k) // Unsetenv cannot fail on unix
 		}
 	}
@@ -209,6 +210,18 @@ func load() (Config, error) {
 		masked[p.Key] = p.Value
 		_ = os.Unsetenv(p.Key) // Unsetenv cannot fail on unix
 	}
+	// envconfig reads a variable's bare name (LISTEN for CLUSTERAPP_LISTEN)
+	// when the prefixed one is unset: a LISTEN= or DEBUG_ENDPOINTS= in the
+	// environment file or the manager's environment would become a setting,
+	// unchecked. Only CLUSTERAPP_* names are settings, so the bare ones are
+	// hidden from it while it reads, and put back after.
+	for _, v := range Vars() {
+		bare := strings.TrimPrefix(v.Key, Prefix+"_")
+		if raw, set := os.LookupEnv(bare); set {
+			masked[bare] = raw
+			_ = os.Unsetenv(bare)
+		}
+	}
 	for _, v := range Vars() {
 		raw, set := os.LookupEnv(v.Key)
 		switch {
@@ -219,6 +232,8 @@ func load() (Config, error) {
 			_ = os.Unsetenv(v.Key)
 		case set:
 			if p, bad := rawProblem(v.Key, raw); bad {
+				mask(p)
+			} else if p, bad := numberProblem(v, raw); bad {
 				mask(p)
 			}
 		}
@@ -260,6 +275,35 @@ func rawProblem(key, raw string) (Problem, bool) {
 	for i, r := range raw {
 		if unicode.IsControl(r) || unicode.IsSpace(r) || r == utf8.RuneError {
 			return Problem{Key: key, Value: raw, Expected: fmt.Sprintf("a value without control characters, whitespace or invalid UTF-8 (found %q at byte %d)", r, i)}, true
+		}
+	}
+	return Problem{}, false
+}
+
+// Plain decimal numbers. envconfig parses integers in base 0 and floats
+// with Go's syntax, so 010 was 8 workers, 0x400 a backlog of 1024 and
+// RATE_LIMIT_IPV4_PREFIX=024 a /20, while the file plainly says 10 and 24.
+var (
+	plainInt   = regexp.MustCompile(`^[-+]?(0|[1-9][0-9]*)$`)
+	plainFloat = regexp.MustCompile(`^[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$`)
+)
+
+// numberProblem refuses a number written in anything but plain decimal
+// notation, for the settings that are Go integers and floats (durations
+// and sizes have their own syntax).
+func numberProblem(v Var, raw string) (Problem, bool) {
+	t := reflect.TypeOf(Config{}).Field(v.field).Type
+	if t.PkgPath() != "" {
+		return Problem{}, false
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int64, reflect.Int32, reflect.Uint, reflect.Uint64, reflect.Uint32:
+		if !plainInt.MatchString(raw) {
+			return Problem{Key: v.Key, Value: raw, Expected: "a whole number in decimal digits, without a leading zero, a base prefix (0x, 0o, 0b) or an underscore"}, true
+		}
+	case reflect.Float64, reflect.Float32:
+		if !plainFloat.MatchString(raw) {
+			return Problem{Key: v.Key, Value: raw, Expected: "a decimal number, such as 20 or 0.5"}, true
 		}
 	}
 	return Problem{}, false

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -44,6 +45,10 @@ func TestLoadGoodValues(t *testing.T) {
 		{"CLUSTERAPP_WATCHDOG_SEC", "2s", func(c Config) bool { return c.WatchdogSec == 2*time.Second }},
 		{"CLUSTERAPP_TRUSTED_PROXIES", "127.0.0.1,10.0.0.0/8", func(c Config) bool { p, err := ParsePrefixes(c.TrustedProxies); return err == nil && len(p) == 2 }},
 		{"CLUSTERAPP_RATE_LIMIT", "0.5", func(c Config) bool { return c.RateLimit == 0.5 }},
+		{"CLUSTERAPP_RATE_LIMIT", "1e3", func(c Config) bool { return c.RateLimit == 1000 }},
+		{"CLUSTERAPP_RATE_LIMIT", ".5", func(c Config) bool { return c.RateLimit == 0.5 }},
+		{"CLUSTERAPP_WORKERS", "+2", func(c Config) bool { return c.Workers == 2 }},
+		{"CLUSTERAPP_WORKERS", "0", func(c Config) bool { return c.Workers == 0 }},
 	} {
 		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
 			t.Setenv(tc.key, tc.value)
@@ -101,6 +106,13 @@ func TestLoadBadValues(t *testing.T) {
 		{"CLUSTERAPP_MEMORY_MAX", "1.5 G", "without control characters, whitespace"},
 		{"CLUSTERAPP_MEMORY_MAX", "16E", "a size from 32M such as"},
 		{"CLUSTERAPP_MEMORY_MAX", "1M1G", "a size from 32M such as"},
+		// Go's other bases and separators: the file says 10, 24, 1024.
+		{"CLUSTERAPP_WORKERS", "010", "a whole number in decimal digits"},
+		{"CLUSTERAPP_RATE_LIMIT_IPV4_PREFIX", "024", "without a leading zero"},
+		{"CLUSTERAPP_BACKLOG", "0x400", "a base prefix"},
+		{"CLUSTERAPP_MAX_REQUESTS", "1_000", "an underscore"},
+		{"CLUSTERAPP_RATE_LIMIT", "0x1p3", "a decimal number"},
+		{"CLUSTERAPP_MEMORY_LIMIT_RATIO", "0x1p-1", "a decimal number"},
 	} {
 		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
 			t.Setenv(tc.key, tc.value)
@@ -137,6 +149,54 @@ func TestLoadReportsEveryProblem(t *testing.T) {
 	want := []string{"CLUSTERAPP_FIB_MAX_N", "CLUSTERAPP_SHUTDOWN_TIMEOUT", "CLUSTERAPP_LOG_LEVEL"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("problems in order %v, want %v", got, want)
+	}
+}
+
+// envconfig falls back to a variable's name without the prefix; only
+// CLUSTERAPP_* names are settings, from the environment or from a file,
+// and the bare ones are left as they were.
+func TestBareNamesAreNotSettings(t *testing.T) {
+	bare := map[string]string{"LISTEN": "0.0.0.0:9999", "DEBUG_ENDPOINTS": "true", "BACKLOG": "abc", "WORKERS": "7"}
+	for k, v := range bare {
+		t.Setenv(k, v)
+	}
+	check := func(how string, c Config, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", how, err)
+		}
+		if c.Listen != "127.0.0.1:8080" || c.DebugEndpoints || c.Backlog != 4096 || c.Workers != 0 {
+			t.Errorf("%s read a bare name: listen %s, debug endpoints %v, backlog %d, workers %d", how, c.Listen, c.DebugEndpoints, c.Backlog, c.Workers)
+		}
+	}
+	c, err := Load()
+	check("Load", c, err)
+	c, err = LoadVars(map[string]string{"LISTEN": "0.0.0.0:9998", "CLUSTERAPP_FIB_MAX_N": "30"})
+	check("LoadVars", c, err)
+	if c.FibMaxN != 30 {
+		t.Errorf("LoadVars: FIB_MAX_N %d, want 30", c.FibMaxN)
+	}
+	for k, v := range bare {
+		if got := os.Getenv(k); got != v {
+			t.Errorf("%s is %q after loading, want %q", k, got, v)
+		}
+	}
+}
+
+func TestUnknownNamesSettingsNotRead(t *testing.T) {
+	got := strings.Join(Unknown([]string{"LISTEN", "clusterapp_workers", "Clusterapp_Nope", "CLUSTERAPP_WORKER", "PATH", "CLUSTERAPP_LISTEN"}), "\n")
+	for _, want := range []string{
+		"LISTEN is not read: the setting is CLUSTERAPP_LISTEN",
+		"clusterapp_workers is not read: names are upper case (did you mean CLUSTERAPP_WORKERS?)",
+		"Clusterapp_Nope is not read: names are upper case",
+		"unknown variable CLUSTERAPP_WORKER (did you mean CLUSTERAPP_WORKERS?)",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Unknown does not say %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "PATH") || strings.Count(got, "\n") != 3 {
+		t.Errorf("Unknown names more than the four:\n%s", got)
 	}
 }
 

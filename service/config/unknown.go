@@ -13,12 +13,26 @@ var retired = map[string]string{
 // Unknown returns the CLUSTERAPP_* names in keys that are not part of the
 // specification, each with a suggestion when a known name is close (a typo
 // such as CLUSTERAPP_WORKER for CLUSTERAPP_WORKERS would otherwise be
-// silently ignored).
+// silently ignored), and the names an operator may mean as a setting but
+// that are not read: a setting's name without the prefix (LISTEN), and one
+// in the wrong case (clusterapp_workers).
 func Unknown(keys []string) []string {
 	var out []string
 	for _, k := range keys {
 		if why, ok := retired[k]; ok {
 			out = append(out, k+" is not read: "+why)
+			continue
+		}
+		if known(Prefix + "_" + k) {
+			out = append(out, k+" is not read: the setting is "+Prefix+"_"+k)
+			continue
+		}
+		if up := strings.ToUpper(k); up != k && strings.HasPrefix(up, Prefix+"_") {
+			msg := k + " is not read: names are upper case"
+			if known(up) {
+				msg += " (did you mean " + up + "?)"
+			}
+			out = append(out, msg)
 			continue
 		}
 		if !strings.HasPrefix(k, Prefix+"_") || known(k) {
