@@ -93,6 +93,7 @@ func (s *Stack) router(routes []Route) http.Handler {
 			h = s.deadline(h)
 		}
 		table[r.Path] = s.opts.Metrics.Instrument(r.Path)(allowOnly(methods, h))
+		s.tooLarge[r.Path] = s.opts.Metrics.Instrument(r.Path)(http.HandlerFunc(s.bodyTooLarge))
 	}
 	for _, r := range routes {
 		add(r)
@@ -104,6 +105,7 @@ func (s *Stack) router(routes []Route) http.Handler {
 		add(Route{Path: hangPath, Methods: []string{http.MethodGet, http.MethodPost}, Handler: s.hang})
 		add(Route{Path: leakPath, Methods: []string{http.MethodGet, http.MethodPost}, Handler: s.leak})
 	}
+	s.tooLarge[unmatched] = s.opts.Metrics.Instrument(unmatched)(http.HandlerFunc(s.bodyTooLarge))
 	notFound := s.opts.Metrics.Instrument(unmatched)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		Error(w, http.StatusNotFound, "no route for "+r.URL.Path, nil)
 	}))

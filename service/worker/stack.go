@@ -50,6 +50,9 @@ type Stack struct {
 	handler http.Handler
 	state   sync.RWMutex // read-held by every request; write-held forever by /debug/hang
 	leaked  [][]byte     // memory retained by /debug/leak, guarded by state
+	// tooLarge answers 413 for each route's path (and unmatched), counted
+	// in that route's metrics like every other answer.
+	tooLarge map[string]http.Handler
 }
 
 // NewStack builds the stack.
@@ -57,7 +60,7 @@ func NewStack(o StackOptions) *Stack {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	s := &Stack{opts: o}
+	s := &Stack{opts: o, tooLarge: map[string]http.Handler{}}
 	var h = s.router(o.Routes)
 	if o.Admission != nil {
 		h = o.Admission.Middleware(h)
@@ -83,21 +86,40 @@ func (s *Stack) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.Se
 // handler's Header().Add copies it rather than appending into it), and a
 // request without a body (net/http gives it http.NoBody: most GETs) needs no
 // MaxBytesReader.
+//
+// A request with a body gets a shallow copy carrying the capped body, as
+// http.MaxBytesHandler does, and net/http's own request keeps its body. It
+// must: net/http looks at that body after the handler to see whether a
+// client that sent "Expect: 100-continue" was ever asked for the body, and
+// closes the connection if not. With the body replaced in place it could not
+// tell, read on to discard the body the client was still holding back, and
+// both waited until CLUSTERAPP_READ_TIMEOUT (forever when 0).
 func (s *Stack) common(next http.Handler) http.Handler {
 	worker := []string{s.opts.Name}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header()["X-Worker"] = worker
 		if r.ContentLength > s.opts.MaxBodyBytes {
-			Error(w, http.StatusRequestEntityTooLarge, "request body too large", map[string]any{"max_bytes": s.opts.MaxBodyBytes})
+			h, ok := s.tooLarge[r.URL.Path]
+			if !ok {
+				h = s.tooLarge[unmatched]
+			}
+			h.ServeHTTP(w, r)
 			return
 		}
 		if r.Body != nil && r.Body != http.NoBody {
-			r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
+			capped := *r
+			capped.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
+			r = &capped
 		}
 		s.state.RLock()
 		s.state.RUnlock() // empty on purpose: requests only wait here while /debug/hang holds the lock
 		next.ServeHTTP(w, r)
 	})
+}
+
+// bodyTooLarge answers a request whose Content-Length is over the cap.
+func (s *Stack) bodyTooLarge(w http.ResponseWriter, _ *http.Request) {
+	Error(w, http.StatusRequestEntityTooLarge, "request body too large", map[string]any{"max_bytes": s.opts.MaxBodyBytes})
 }
 
 func (s *Stack) accessLog(next http.Handler) http.Handler {

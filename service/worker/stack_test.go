@@ -1,7 +1,10 @@
 package worker
 
 import (
+	"bufio"
 	"encoding/json"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -178,6 +181,50 @@ func TestBodyCap(t *testing.T) {
 	s.ServeHTTP(rec, httptest.NewRequest("POST", "/echo", strings.NewReader("small")))
 	if rec.Code != 200 || rec.Body.String() != "small" {
 		t.Fatalf("body under the cap: %d %q", rec.Code, rec.Body)
+	}
+}
+
+// A 413 is counted in the route's metrics (and unmatched paths' under
+// their label), as every other answer is.
+func TestBodyCapIsCounted(t *testing.T) {
+	s, m := newStack(t, nil)
+	for _, target := range []string{"/echo", "/echo", "/nowhere"} {
+		s.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", target, strings.NewReader(strings.Repeat("x", 2000))))
+	}
+	if got := requests(t, m, "/echo", "413"); got != 2 {
+		t.Errorf("/echo 413s counted: %v, want 2", got)
+	}
+	if got := requests(t, m, unmatched, "413"); got != 1 {
+		t.Errorf("unmatched 413s counted: %v, want 1", got)
+	}
+}
+
+// A client that sends "Expect: 100-continue" waits for the server before
+// sending its body. A route that never reads the body must still answer
+// at once (net/http then closes the connection), and one that reads it
+// must ask for it; neither may wait for the body that is held back.
+// Through a real server with no read timeout: a wait here is forever.
+func TestExpectContinueIsAnswered(t *testing.T) {
+	s, _ := newStack(t, nil)
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	for _, tc := range []struct{ request, want string }{
+		{"GET /hello HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n", "HTTP/1.1 200 OK"},
+		{"POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n", "HTTP/1.1 100 Continue"},
+	} {
+		c, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second)) // a hang fails the test instead of blocking it
+		if _, err := io.WriteString(c, tc.request); err != nil {
+			t.Fatal(err)
+		}
+		line, err := bufio.NewReader(c).ReadString('\n')
+		_ = c.Close()
+		if strings.TrimSpace(line) != tc.want {
+			t.Errorf("%q: first line %q (%v), want %q", strings.SplitN(tc.request, "\r\n", 2)[0], line, err, tc.want)
+		}
 	}
 }
 
