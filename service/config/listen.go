@@ -62,6 +62,9 @@ func ParseListen(s string) (ListenAddress, error) {
 	}
 	host, portText, ok := cutLast(rest, ":")
 	if !ok {
+		if rest != "" && strings.Trim(rest, "0123456789") == "" {
+			return l, fmt.Errorf("%q is not a port from 1 to 65535 (written without leading zeros)", rest)
+		}
 		return l, fmt.Errorf("no port: expected PORT, IPV4:PORT or [IPV6]:PORT")
 	}
 	port, err := parsePort(portText)
@@ -132,6 +135,26 @@ func (l ListenAddress) String() string {
 		return "[" + l.Addr.String() + "]:" + port + "%" + l.Zone
 	}
 	return "[" + l.Addr.String() + "]:" + port
+}
+
+// Overlaps reports whether sockets listening on l and o cannot both exist:
+// the same port, and the same address or one of them every address of the
+// other's family. A port alone and [::] are both families: systemd binds
+// them as IPv6 sockets with BindIPv6Only=default, which on Linux's default
+// (net.ipv6.bindv6only=0) take IPv4 too; 0.0.0.0 is every IPv4 address.
+func (l ListenAddress) Overlaps(o ListenAddress) bool {
+	return l.Port == o.Port && (l.covers(o) || o.covers(l))
+}
+
+// covers reports whether binding l takes o's address (same port assumed).
+func (l ListenAddress) covers(o ListenAddress) bool {
+	switch {
+	case !l.Addr.IsValid(), l.Addr == netip.IPv6Unspecified():
+		return true
+	case l.Addr == netip.IPv4Unspecified():
+		return o.Addr.Is4()
+	}
+	return l.Addr == o.Addr && l.Zone == o.Zone
 }
 
 // GoAddr is the address in the form net.Listen takes: ":PORT" for every

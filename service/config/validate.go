@@ -31,8 +31,8 @@ func (c Config) validate() []Problem {
 	check("LISTEN", c.Listen, listenErr == nil, "PORT, IPV4:PORT, [IPV6]:PORT or [IPV6]:PORT%IFACE as ListenStream= takes it, such as 127.0.0.1:8080, 8080 or [::1]:8080"+detail(listenErr))
 	metrics, metricsErr := ParseListen(c.MetricsListen)
 	expected := "PORT, IPV4:PORT, [IPV6]:PORT or [IPV6]:PORT%IFACE as ListenStream= takes it, such as 127.0.0.1:9180"
-	if metricsErr == nil && listenErr == nil && metrics.String() == c.listenString() {
-		metricsErr = fmt.Errorf("the same address as CLUSTERAPP_LISTEN: metrics need a listener of their own")
+	if listen, err := ParseListen(c.Listen); metricsErr == nil && err == nil && metrics.Overlaps(listen) {
+		metricsErr = fmt.Errorf("port %d overlaps CLUSTERAPP_LISTEN=%s (the same address, or one of them every address): the second socket could not listen; metrics need a port or address of their own", metrics.Port, c.Listen)
 	}
 	check("METRICS_LISTEN", c.MetricsListen, metricsErr == nil, expected+detail(metricsErr))
 	check("BACKLOG", itoa(c.Backlog), c.Backlog >= 1 && c.Backlog <= 1<<20, "a whole number from 1 to 1048576")
@@ -133,12 +133,4 @@ func ParsePrefixes(list string) ([]netip.Prefix, error) {
 func validPrefixes(list string) bool {
 	_, err := ParsePrefixes(list)
 	return err == nil
-}
-
-func (c Config) listenString() string {
-	l, err := ParseListen(c.Listen)
-	if err != nil {
-		return ""
-	}
-	return l.String()
 }
