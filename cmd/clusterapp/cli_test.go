@@ -80,6 +80,7 @@ func TestCommandLine(t *testing.T) {
 		notStdout  []string
 		stderr     []string // each must appear in stderr
 		exactOut   string
+		emptyOut   bool // stdout must be empty: nothing ran
 		emptyError bool // stderr must be empty
 	}{
 		{args: []string{"--help"}, stdout: []string{"Usage:", "status", "reload", "scale", "logs", "doctor", "config", "--version"}, notStdout: []string{"exited", "docs"}, emptyError: true},
@@ -100,6 +101,15 @@ func TestCommandLine(t *testing.T) {
 		// count is checked, and --timeout's value is read (and refused).
 		{args: []string{"scale", "0", "--timeout", "10s"}, code: exitUsage, stderr: []string{`scale: "0" is not a worker count`}},
 		{args: []string{"scale", "3", "--timeout", "soon"}, code: exitUsage, stderr: []string{`invalid argument "soon" for "--timeout" flag`}},
+		// A timeout of 0 or less is refused before anything changes: scale
+		// wrote its file and reloaded systemd, then every job failed.
+		{args: []string{"scale", "3", "--timeout", "-1s"}, code: exitUsage, emptyOut: true, stderr: []string{"clusterapp: scale: --timeout=-1s: expected a positive duration", "Run 'clusterapp scale --help' for usage."}},
+		{args: []string{"scale", "3", "--timeout", "0"}, code: exitUsage, emptyOut: true, stderr: []string{"scale: --timeout=0s: expected a positive duration"}},
+		{args: []string{"reload", "--timeout", "0"}, code: exitUsage, emptyOut: true, stderr: []string{"reload: --timeout=0s: expected a positive duration"}},
+		{args: []string{"reload", "--max-unavailable", "0"}, code: exitUsage, emptyOut: true, stderr: []string{"reload: --max-unavailable=0: expected a whole number of workers, at least 1"}},
+		{args: []string{"logs", "-n", "-1"}, code: exitUsage, emptyOut: true, stderr: []string{"logs: -n/--lines=-1: expected a whole number of lines"}},
+		{args: []string{"logs", "--worker", "0"}, code: exitUsage, emptyOut: true, stderr: []string{"logs: --worker=0: expected a worker number from 1 to 1024"}},
+		{args: []string{"logs", "--worker", "1025"}, code: exitUsage, emptyOut: true, stderr: []string{"logs: --worker=1025: expected a worker number from 1 to 1024"}},
 		{args: []string{"generator"}, code: exitUsage, stderr: []string{"generator: expected the output directories systemd passes"}},
 		{args: []string{"exited"}, code: exitUsage, stderr: []string{"exited: --instance is required"}},
 		{args: []string{"serve", "now"}, code: exitUsage, stderr: []string{`serve: unexpected argument "now"`}},
@@ -129,6 +139,9 @@ func TestCommandLine(t *testing.T) {
 				if strings.Contains(stdout, unwanted) {
 					t.Errorf("stdout shows %q:\n%s", unwanted, stdout)
 				}
+			}
+			if tc.emptyOut && stdout != "" {
+				t.Errorf("stdout not empty:\n%s", stdout)
 			}
 			if tc.exactOut != "" && stdout != tc.exactOut {
 				t.Errorf("stdout %q, want %q", stdout, tc.exactOut)

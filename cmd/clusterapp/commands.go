@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/clusterapp/clusterapp/service/worker"
 	"github.com/spf13/cobra"
@@ -64,6 +65,16 @@ Exit status: 0 on success, 1 on failure, 2 for a bad command line,
 		newDocsCommand(),
 	)
 	return root
+}
+
+// positiveDuration refuses a timeout flag of zero or less up front: such a
+// deadline has expired before the first job, which would fail only after
+// the command had changed something (scale writes its file first).
+func positiveDuration(cmd *cobra.Command, name string, d time.Duration) error {
+	if d > 0 {
+		return nil
+	}
+	return usagef(cmd, "--%s=%v: expected a positive duration, such as 30s", name, d)
 }
 
 // usagef is a usageError prefixed with the subcommand's name.

@@ -33,8 +33,13 @@ may read it; anyone else is told so rather than shown an empty log.`,
 	since := f.String("since", "", "only lines since `TIME` (journalctl --since: -10m, today, 2025-01-02 15:00)")
 	lines := f.IntP("lines", "n", 100, "show the last `N` lines (0: all)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if *worker < 0 || *lines < 0 {
-			return usagef(cmd, "--worker and -n expect a whole number")
+		// Unchecked, --worker 0 showed every worker and --worker 5000
+		// an empty journal, as if the worker had said nothing.
+		if cmd.Flags().Changed("worker") && (*worker < 1 || *worker > config.MaxWorkers) {
+			return usagef(cmd, "--worker=%d: expected a worker number from 1 to %d", *worker, config.MaxWorkers)
+		}
+		if *lines < 0 {
+			return usagef(cmd, "-n/--lines=%d: expected a whole number of lines, 0 for all", *lines)
 		}
 		opts := journal.Options{Since: *since, Lines: *lines, Follow: *follow}
 		if *worker > 0 {

@@ -36,8 +36,11 @@ restarted on their old process. 'systemctl reload clusterapp' runs it. Needs roo
 	maxUnavailable := cmd.Flags().Int("max-unavailable", 1, "how many workers may restart at once")
 	timeout := cmd.Flags().Duration("timeout", 2*time.Minute, "give up on a worker whose restart takes longer")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if *maxUnavailable < 1 || *timeout <= 0 {
-			return usagef(cmd, "--max-unavailable=%d --timeout=%v: expected at least 1 worker and a positive duration", *maxUnavailable, *timeout)
+		if *maxUnavailable < 1 {
+			return usagef(cmd, "--max-unavailable=%d: expected a whole number of workers, at least 1", *maxUnavailable)
+		}
+		if err := positiveDuration(cmd, "timeout", *timeout); err != nil {
+			return err
 		}
 		return runReload(cmd.Context(), *maxUnavailable, *timeout, cmd.OutOrStdout())
 	}

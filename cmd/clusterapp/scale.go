@@ -40,6 +40,11 @@ ones. Needs root.`,
 		if err != nil || n < 1 || n > config.MaxWorkers {
 			return usagef(cmd, "%q is not a worker count: expected a whole number from 1 to %d", args[0], config.MaxWorkers)
 		}
+		// Before runScale: it writes the scale file and reloads systemd
+		// before the timeout is first used.
+		if err := positiveDuration(cmd, "timeout", *timeout); err != nil {
+			return err
+		}
 		return runScale(cmd.Context(), n, *timeout, cmd.OutOrStdout())
 	}
 	return cmd
