@@ -123,6 +123,22 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"config", "--check", procsOne}, stdout: []string{"warning: " + procsOne + ": GOMAXPROCS=1 is not above the 1 admission slot(s) of a worker", "instead of getting 503", procsOne + ": ok (1 variables set)"}},
 		{args: []string{"config", "--check", notify}, code: exitConfig, stdout: []string{"error: " + notify + ": NOTIFY_SOCKET is set by systemd for each worker", "remove the line"}},
 		{args: []string{"config", "--check", memlimit}, code: exitConfig, stdout: []string{`error: ` + memlimit + `: GOMEMLIMIT="512M": not a size the Go runtime accepts`, "such as 512MiB", "the workers start without it"}},
+		// An empty path is a bad command line, not the default file.
+		{args: []string{"config", "--check", ""}, code: exitUsage, emptyOut: true, stderr: []string{"clusterapp: config: --check needs a file path", "Run 'clusterapp config --help' for usage."}},
+		{args: []string{"config", "--check="}, code: exitUsage, emptyOut: true, stderr: []string{"config: --check needs a file path"}},
+		{args: []string{"config", "--file="}, code: exitUsage, emptyOut: true, stderr: []string{"config: --file needs a file path"}},
+		// config's flags are modes: two are refused, naming both, where
+		// the first one checked ran and the other was dropped.
+		{args: []string{"config", "--check", kept, "--markdown"}, code: exitUsage, emptyOut: true, stderr: []string{"config: --check and --markdown do not go together"}},
+		{args: []string{"config", "--markdown", "--env-template"}, code: exitUsage, emptyOut: true, stderr: []string{"config: --env-template and --markdown do not go together"}},
+		{args: []string{"config", "--env", "--file", kept}, code: exitUsage, emptyOut: true, stderr: []string{"config: --file and --env do not go together"}},
+		{args: []string{"config", "--markdown-invalid", "--markdown"}, code: exitUsage, emptyOut: true, stderr: []string{"config: --markdown and --markdown-invalid do not go together"}},
+		{args: []string{"config", "--check", kept, "--file", kept}, code: exitUsage, emptyOut: true, stderr: []string{"config: --check and --file do not go together"}},
+		// Each mode alone still runs.
+		{args: []string{"config", "--file", kept}, stdout: []string{"VARIABLE", "CLUSTERAPP_LISTEN"}},
+		{args: []string{"config", "--env"}, stdout: []string{"VARIABLE", "CLUSTERAPP_LISTEN"}},
+		{args: []string{"config", "--markdown"}, stdout: []string{"| `CLUSTERAPP_LISTEN` |"}, emptyError: true},
+		{args: []string{"config", "--env-template"}, stdout: []string{"CLUSTERAPP_LISTEN="}, emptyError: true},
 		{args: []string{"config", "--check", "/nonexistent.env"}, code: exitFailure, stderr: []string{"clusterapp: config: stat /nonexistent.env: no such file or directory\n"}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -67,6 +67,28 @@ Exit status: 0 on success, 1 on failure, 2 for a bad command line,
 	return root
 }
 
+// exclusiveFlags makes names modes of cmd of which one at most may be
+// given: two together are a usage error naming both, where the command
+// would run the first its code checks and silently drop the other. Marked
+// as a cobra flag group too, so completion offers no second mode; the
+// check runs in PreRunE, before cobra's own (whose error is not a
+// usageError), so it must be called after the flags are defined.
+func exclusiveFlags(cmd *cobra.Command, names ...string) {
+	cmd.MarkFlagsMutuallyExclusive(names...)
+	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error {
+		var set []string
+		for _, name := range names {
+			if cmd.Flags().Changed(name) {
+				set = append(set, "--"+name)
+			}
+		}
+		if len(set) > 1 {
+			return usagef(cmd, "%s and %s do not go together", set[0], set[1])
+		}
+		return nil
+	}
+}
+
 // positiveDuration refuses a timeout flag of zero or less up front: such a
 // deadline has expired before the first job, which would fail only after
 // the command had changed something (scale writes its file first).

@@ -29,7 +29,7 @@ systemd, that last part is left out.
 
 --check validates an environment file without starting anything: exit 78 when a
 value is invalid, saying what each invalid value will do. The other flags print
-the documentation generated from the code.`,
+the documentation generated from the code. The flags are modes: one at a time.`,
 		Example: `  clusterapp config
   clusterapp config --check /etc/clusterapp/clusterapp.env
   clusterapp config --env-template > clusterapp.env`,
@@ -42,10 +42,18 @@ the documentation generated from the code.`,
 	template := f.Bool("env-template", false, "print the commented environment file")
 	markdown := f.Bool("markdown", false, "print a markdown table of the variables")
 	invalid := f.Bool("markdown-invalid", false, "print a markdown table of what invalid values do")
+	exclusiveFlags(cmd, "check", "file", "env", "env-template", "markdown", "markdown-invalid")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		// An empty path (--check "", --check= from an unset variable)
+		// would otherwise show the default file and exit 0, a pass.
+		for name, path := range map[string]string{"check": *check, "file": *file} {
+			if f.Changed(name) && path == "" {
+				return usagef(cmd, "--%s needs a file path", name)
+			}
+		}
 		stdout := cmd.OutOrStdout()
 		switch {
-		case *check != "":
+		case f.Changed("check"):
 			return checkFile(*check, stdout)
 		case *template:
 			return config.WriteEnvTemplate(stdout)

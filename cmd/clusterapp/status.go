@@ -74,10 +74,8 @@ read over the D-Bus system bus.`,
 	}
 	asJSON := cmd.Flags().Bool("json", false, "print JSON")
 	watch := cmd.Flags().Bool("watch", false, "a live view redrawn every second (requests/s, in flight, p99, memory, restarts) until Ctrl-C")
+	exclusiveFlags(cmd, "json", "watch")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if *asJSON && *watch {
-			return usagef(cmd, "--json and --watch do not go together")
-		}
 		return runStatus(cmd.Context(), *asJSON, *watch, cmd.OutOrStdout())
 	}
 	return cmd
