@@ -110,6 +110,10 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"logs", "-n", "-1"}, code: exitUsage, emptyOut: true, stderr: []string{"logs: -n/--lines=-1: expected a whole number of lines"}},
 		{args: []string{"logs", "--worker", "0"}, code: exitUsage, emptyOut: true, stderr: []string{"logs: --worker=0: expected a worker number from 1 to 1024"}},
 		{args: []string{"logs", "--worker", "1025"}, code: exitUsage, emptyOut: true, stderr: []string{"logs: --worker=1025: expected a worker number from 1 to 1024"}},
+		// help names an unknown topic as an unknown command is named.
+		{args: []string{"help", "nosuch"}, code: exitUsage, emptyOut: true, stderr: []string{`clusterapp: unknown command "nosuch"`, "Run 'clusterapp --help' for usage."}},
+		{args: []string{"help", "stauts"}, code: exitUsage, emptyOut: true, stderr: []string{`unknown command "stauts" (did you mean status?)`}},
+		{args: []string{"help", "status", "extra"}, code: exitUsage, emptyOut: true, stderr: []string{`status: unknown command "extra"`, "Run 'clusterapp status --help' for usage."}},
 		{args: []string{"generator"}, code: exitUsage, stderr: []string{"generator: expected the output directories systemd passes"}},
 		{args: []string{"exited"}, code: exitUsage, stderr: []string{"exited: --instance is required"}},
 		{args: []string{"serve", "now"}, code: exitUsage, stderr: []string{`serve: unexpected argument "now"`}},

@@ -64,7 +64,32 @@ Exit status: 0 on success, 1 on failure, 2 for a bad command line,
 		newVersionCommand(),
 		newDocsCommand(),
 	)
+	refuseUnknownHelpTopics(root)
 	return root
+}
+
+// refuseUnknownHelpTopics makes `clusterapp help nosuch` the usage error
+// that `clusterapp nosuch` is (exit 2, the name, suggestions): cobra's own
+// help command prints the root's help and exits 0 for a topic it does not
+// know, so a typo in a script passed. Its Run and completion are kept;
+// cobra re-adds the same command at Execute, with these Args.
+func refuseUnknownHelpTopics(root *cobra.Command) {
+	root.InitDefaultHelpCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "help" {
+			c.Args = helpTopic
+		}
+	}
+}
+
+// helpTopic accepts a path of existing commands ("status", or nothing for
+// the root); what is left over is an unknown command of the last one found.
+func helpTopic(cmd *cobra.Command, args []string) error {
+	topic, rest, err := cmd.Root().Find(args)
+	if err != nil {
+		return usagef(cmd, "%v", err)
+	}
+	return noCommand(topic, rest)
 }
 
 // exclusiveFlags makes names modes of cmd of which one at most may be
