@@ -107,7 +107,7 @@ func SetFile(path, key, value string) error {
 	if real, err := filepath.EvalSymlinks(path); err == nil {
 		path = real
 	}
-	old, err := os.ReadFile(path)
+	old, err := envfile.ReadFile(path)
 	var st os.FileInfo
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

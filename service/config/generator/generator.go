@@ -106,7 +106,7 @@ func Read(paths ...string) Settings {
 	s := Settings{Config: defaults, Set: map[string]string{}}
 	vars, origin, found := map[string]string{}, map[string]string{}, false
 	for _, path := range paths {
-		data, err := os.ReadFile(path)
+		data, err := envfile.ReadFile(path)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}

@@ -8,7 +8,9 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/clusterapp/clusterapp/service/config"
 	"github.com/clusterapp/clusterapp/service/config/envfile"
@@ -469,5 +471,24 @@ func TestGOMAXPROCSNotAboveSlotsNamed(t *testing.T) {
 		if warns != strings.Contains(stderr, "admission slot(s) of a worker") {
 			t.Errorf("%q: the worker warns: %v; the generator said: %q", env, warns, stderr)
 		}
+	}
+}
+
+// A FIFO at the file's path is refused at once, as an unreadable file is
+// (the socket fails closed); reading it waited for a writer forever.
+func TestReadRefusesAFIFO(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "clusterapp.env")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan Settings, 1)
+	go func() { done <- Read(fifo) }()
+	select {
+	case s := <-done:
+		if !strings.Contains(s.ListenRefused, "a FIFO, not a regular file") {
+			t.Errorf("ListenRefused = %q, want it to name the FIFO", s.ListenRefused)
+		}
+	case <-time.After(30 * time.Second): // a hang, not a timing: the read returns at once
+		t.Fatal("Read of a FIFO did not return")
 	}
 }
