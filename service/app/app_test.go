@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -148,16 +149,58 @@ func TestFibMalformedQuery(t *testing.T) {
 }
 
 func TestRequestTimeoutStopsFib(t *testing.T) {
-	h, _ := newStack(t, func(o *worker.Tools) { o.Config.FibMaxN = 60; o.Config.RequestTimeout = 50 * time.Millisecond })
-	done := make(chan *httptest.ResponseRecorder)
-	go func() { done <- do(h, "GET", "/fib?n=60") }() // years of CPU if not stopped
-	select {
-	case rec := <-done:
-		if rec.Code != 503 || !strings.Contains(rec.Body.String(), "CLUSTERAPP_REQUEST_TIMEOUT=50ms") {
-			t.Fatalf("timed-out fib: %d %s", rec.Code, rec.Body)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("fib(60) was not stopped by the request deadline")
+	for name, c := range map[string]*cache.Cache{"plain": nil, "cache": cache.New(100, 1<<20, nil)} {
+		t.Run(name, func(t *testing.T) {
+			h, m := newStack(t, func(o *worker.Tools) {
+				o.Config.FibMaxN = 60
+				o.Config.RequestTimeout = 50 * time.Millisecond
+				o.Cache = c
+			})
+			done := make(chan *httptest.ResponseRecorder)
+			go func() { done <- do(h, "GET", "/fib?n=60") }() // years of CPU if not stopped
+			select {
+			case rec := <-done:
+				if rec.Code != 503 || !strings.Contains(rec.Body.String(), "CLUSTERAPP_REQUEST_TIMEOUT=50ms") {
+					t.Fatalf("timed-out fib: %d %s", rec.Code, rec.Body)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("fib(60) was not stopped by the request deadline")
+			}
+			scrape := do(m.Handler(), "GET", "/metrics").Body.String()
+			if want := `clusterapp_http_requests_total{code="503",route="/fib",worker="7"} 1`; !strings.Contains(scrape, want) {
+				t.Fatalf("no %q in\n%s", want, scrape)
+			}
+		})
+	}
+}
+
+// A client that closes its connection (net/http cancels the request's
+// context) is counted as 499, nginx's "client closed request", with and
+// without the cache and the request deadline: it used to be answered and
+// counted as the server's 503, blaming CLUSTERAPP_REQUEST_TIMEOUT.
+func TestClientGoneIs499(t *testing.T) {
+	for name, mod := range map[string]func(*worker.Tools){
+		"plain":    nil,
+		"deadline": func(o *worker.Tools) { o.Config.RequestTimeout = time.Minute },
+		"cache":    func(o *worker.Tools) { o.Cache = cache.New(100, 1<<20, nil); o.Config.RequestTimeout = time.Minute },
+	} {
+		t.Run(name, func(t *testing.T) {
+			h, m := newStack(t, mod)
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel() // the client has gone
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("GET", "/fib?n=30", nil).WithContext(ctx))
+			if rec.Code != 499 || rec.Body.Len() != 0 {
+				t.Fatalf("/fib for a client gone = %d %q, want 499 with no body", rec.Code, rec.Body)
+			}
+			scrape := do(m.Handler(), "GET", "/metrics").Body.String()
+			if want := `clusterapp_http_requests_total{code="499",route="/fib",worker="7"} 1`; !strings.Contains(scrape, want) {
+				t.Fatalf("no %q in\n%s", want, scrape)
+			}
+			if strings.Contains(scrape, `code="503",route="/fib"`) {
+				t.Fatalf("a client gone is counted as a 503:\n%s", scrape)
+			}
+		})
 	}
 }
 
