@@ -69,6 +69,15 @@ func TestCommandLine(t *testing.T) {
 	if err := os.WriteFile(memlimit, []byte("GOMEMLIMIT=512M\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The generator reads scale.env beside the file (clusterapp scale
+	// writes it) after the file itself; so does the check.
+	scaled := filepath.Join(t.TempDir(), "clusterapp.env")
+	if err := os.WriteFile(scaled, []byte("CLUSTERAPP_LISTEN=8080\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(config.ScaleFileFor(scaled), []byte("CLUSTERAPP_WORKERS=3\nCLUSTERAPP_LISTEN=0.0.0.0:8080%lo\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	notify := filepath.Join(t.TempDir(), "notify.env")
 	if err := os.WriteFile(notify, []byte("NOTIFY_SOCKET=/run/systemd/notify\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -123,6 +132,7 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"config", "--check", kept}, stdout: []string{kept + ": ok (1 variables set)"}, notStdout: []string{"warning"}},
 		{args: []string{"config", "--check", procs}, stdout: []string{"warning: " + procs + `: GOMAXPROCS="3n": expected a whole number from 1`, "its admission slots set its Ps", procs + ": ok (1 variables set)"}},
 		{args: []string{"config", "--check", procsOK}, stdout: []string{procsOK + ": ok (1 variables set)"}, notStdout: []string{"warning"}},
+		{args: []string{"config", "--check", scaled}, code: exitConfig, stdout: []string{config.ScaleFileFor(scaled) + `: CLUSTERAPP_LISTEN="0.0.0.0:8080%lo" is invalid`}},
 		{args: []string{"config", "--check", memZero}, code: exitConfig, stdout: []string{"error: " + memZero + `: CLUSTERAPP_MEMORY_MAX="0" is invalid`, "leave it empty for that", "the units use the default"}},
 		{args: []string{"config", "--check", procsOne}, stdout: []string{"warning: " + procsOne + ": GOMAXPROCS=1 is not above the 1 admission slot(s) of a worker", "instead of getting 503", procsOne + ": ok (1 variables set)"}},
 		{args: []string{"config", "--check", notify}, code: exitConfig, stdout: []string{"error: " + notify + ": NOTIFY_SOCKET is set by systemd for each worker", "remove the line"}},

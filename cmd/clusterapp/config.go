@@ -204,12 +204,14 @@ func orDash(s string) string {
 
 // checkFile validates an environment file as systemd, the generator and the
 // workers will read it: lines systemd skips and unknown variables are
-// warnings; invalid values are errors, each saying what it will do.
+// warnings; invalid values are errors, each saying what it will do. Like
+// the generator, it reads the scale file beside it (clusterapp scale's)
+// after it: a value there wins, and a problem there is the pool's too.
 func checkFile(path string, stdout io.Writer) error {
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
-	s := generator.Read(path)
+	s := generator.Read(path, config.ScaleFileFor(path))
 	notes := s.Notes
 	if n := s.ProcsNote(runtime.NumCPU()); n != "" {
 		notes = append(notes, n)
