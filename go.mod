@@ -12,7 +12,6 @@ require (
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.10
 	golang.org/x/net v0.59.0
-	golang.org/x/sync v0.25.0
 	golang.org/x/sys v0.50.0
 )
 
