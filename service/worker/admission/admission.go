@@ -83,6 +83,13 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 			return
 		}
 		waited, ok := l.acquire(r)
+		if !ok && r.Context().Err() != nil {
+			// The client left while it waited for a slot: nothing was
+			// shed, and nobody reads an answer. 499 is nginx's "client
+			// closed request", for the access log.
+			w.WriteHeader(StatusClientClosed)
+			return
+		}
 		if !ok {
 			if l.obs != nil {
 				l.obs.Shed()
@@ -137,6 +144,10 @@ var epoch = time.Now()
 
 // mono reads the monotonic clock alone (one clock read; time.Now takes two).
 func mono() time.Duration { return time.Since(epoch) }
+
+// StatusClientClosed is the status recorded for a request whose client
+// went away before it was answered (nginx's 499); no client reads it.
+const StatusClientClosed = 499
 
 // acquire takes a slot at once, or within the wait, or gives up.
 func (l *Limiter) acquire(r *http.Request) (time.Duration, bool) {

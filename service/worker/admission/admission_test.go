@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -64,6 +65,39 @@ func TestShedsBeyondCapacity(t *testing.T) {
 	wg.Wait()
 	if c.admitted.Load() != 2 || c.shed.Load() != 1 || l.InFlight() != 0 {
 		t.Fatalf("admitted %d shed %d in flight %d", c.admitted.Load(), c.shed.Load(), l.InFlight())
+	}
+}
+
+// A client that leaves while waiting for a slot is not shed (no 503, no
+// shed count): it is recorded as 499, and the slot stays free of it.
+func TestClientLeavingWhileWaitingIsNotShed(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{})
+	c := &counts{}
+	l := New(Options{MaxInFlight: 1, Wait: time.Hour, Observer: c})
+	h := l.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		entered <- struct{}{}
+		<-release
+	}))
+	var wg sync.WaitGroup
+	wg.Go(func() { h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/fib", nil)) })
+	<-entered
+	ctx, cancel := context.WithCancel(context.Background())
+	rec := httptest.NewRecorder()
+	done := make(chan struct{})
+	go func() {
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/fib", nil).WithContext(ctx))
+		close(done)
+	}()
+	cancel()
+	<-done
+	close(release)
+	wg.Wait()
+	if rec.Code != StatusClientClosed || rec.Body.Len() != 0 {
+		t.Errorf("a client gone while waiting: %d %q, want 499 and no body", rec.Code, rec.Body)
+	}
+	if c.shed.Load() != 0 || c.admitted.Load() != 1 || l.InFlight() != 0 {
+		t.Errorf("shed %d admitted %d in flight %d, want 0, 1, 0", c.shed.Load(), c.admitted.Load(), l.InFlight())
 	}
 }
 
