@@ -125,7 +125,7 @@ func Read(paths ...string) Settings {
 		}
 		for k, v := range file.Vars() {
 			if prev, ok := origin[k]; ok && vars[k] != v {
-				s.Notes = append(s.Notes, fmt.Sprintf("%s: %s=%s overrides %q from %s", path, k, v, vars[k], prev))
+				s.Notes = append(s.Notes, fmt.Sprintf("%s: %s=%q overrides %q from %s", path, k, v, vars[k], prev))
 			}
 			vars[k], origin[k] = v, path
 		}

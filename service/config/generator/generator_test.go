@@ -189,7 +189,7 @@ func TestScaleFileAfterEnvFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	files, stderr := generate(t, env, 2)
-	if !strings.Contains(stderr, "CLUSTERAPP_WORKERS=5 overrides \"2\" from "+env) {
+	if !strings.Contains(stderr, "CLUSTERAPP_WORKERS=\"5\" overrides \"2\" from "+env) {
 		t.Errorf("the override is not noted: %q", stderr)
 	}
 	if n := strings.Count(files["clusterapp.target.d/50-workers.conf"], "Wants="); n != 5 {
