@@ -43,7 +43,7 @@ type Config struct {
 	WriteTimeout      time.Duration `envconfig:"WRITE_TIMEOUT" default:"1m" desc:"time to compute and write a response, from the end of the headers; 0 disables"`
 	IdleTimeout       time.Duration `envconfig:"IDLE_TIMEOUT" default:"1m" desc:"how long an idle keep-alive connection is kept open"`
 	MaxHeaderBytes    Size          `envconfig:"MAX_HEADER_BYTES" default:"64KiB" desc:"largest request header block; larger requests get 431"`
-	MaxBodyBytes      Size          `envconfig:"MAX_BODY_BYTES" default:"1MiB" desc:"largest request body; larger requests get 413"`
+	MaxBodyBytes      Size          `envconfig:"MAX_BODY_BYTES" default:"1MiB" desc:"largest request body: a larger Content-Length gets 413 before the body is read; a body of unknown length (chunked) is cut there, and a route that reads it gets *http.MaxBytesError (answer 413)"`
 
 	RequestTimeout time.Duration `envconfig:"REQUEST_TIMEOUT" default:"30s" desc:"a request still computing after this long is cancelled (the computation stops) and answered 503"`
 
