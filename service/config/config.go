@@ -42,7 +42,7 @@ type Config struct {
 	ReadTimeout       time.Duration `envconfig:"READ_TIMEOUT" default:"30s" desc:"time a client has to send a whole request, body included; 0 disables"`
 	WriteTimeout      time.Duration `envconfig:"WRITE_TIMEOUT" default:"1m" desc:"time to compute and write a response, from the end of the headers; 0 disables"`
 	IdleTimeout       time.Duration `envconfig:"IDLE_TIMEOUT" default:"1m" desc:"how long an idle keep-alive connection is kept open"`
-	MaxHeaderBytes    Size          `envconfig:"MAX_HEADER_BYTES" default:"64KiB" desc:"largest request header block; larger requests get 431"`
+	MaxHeaderBytes    Size          `envconfig:"MAX_HEADER_BYTES" default:"64KiB" desc:"largest request header block (net/http reads up to 4 KiB more, for the request line); larger requests get 431"`
 	MaxBodyBytes      Size          `envconfig:"MAX_BODY_BYTES" default:"1MiB" desc:"largest request body: a larger Content-Length gets 413 before the body is read; a body of unknown length (chunked) is cut there, and a route that reads it gets *http.MaxBytesError (answer 413)"`
 
 	RequestTimeout time.Duration `envconfig:"REQUEST_TIMEOUT" default:"30s" desc:"a request still computing after this long is cancelled (the computation stops) and answered 503"`
