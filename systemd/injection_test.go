@@ -90,3 +90,29 @@ func TestEnvFileCannotRenameWorkers(t *testing.T) {
 		t.Fatalf("worker 1's journal:\n%s", j)
 	}
 }
+
+// A setting's name without the prefix in the environment file reaches the
+// workers' environment through systemd, and the configuration library
+// clusterapp uses reads such names when the prefixed one is unset: the
+// fault-injection routes came on with DEBUG_ENDPOINTS=true, and
+// LOG_LEVEL=bogus stopped the workers (an invalid setting). Only
+// CLUSTERAPP_* names are settings; the others are named in the journal.
+func TestEnvFileBareNamesAreNotSettings(t *testing.T) {
+	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=1\nDEBUG_ENDPOINTS=true\nWORKERS=3\nLOG_LEVEL=bogus\n"})
+	b.Start(1)
+	if got, err := b.Curl("/debug/crash"); err != nil || !strings.HasPrefix(got, "404 ") {
+		t.Fatalf("/debug/crash answered %q (%v), want 404: DEBUG_ENDPOINTS= was read as CLUSTERAPP_DEBUG_ENDPOINTS", got, err)
+	}
+	if active := b.ActiveWorkers(); len(active) != 1 {
+		t.Fatalf("active workers %v, want one: WORKERS= was read as CLUSTERAPP_WORKERS", active)
+	}
+	j := b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-u", config.WorkerUnit(1))
+	for _, want := range []string{"DEBUG_ENDPOINTS is not read: the setting is CLUSTERAPP_DEBUG_ENDPOINTS", "WORKERS is not read"} {
+		if !strings.Contains(j, want) {
+			t.Errorf("worker 1's journal does not say %q:\n%s", want, j)
+		}
+	}
+	if strings.Contains(j, "bogus\" is invalid") {
+		t.Errorf("worker 1 read LOG_LEVEL=bogus as its log level:\n%s", j)
+	}
+}
