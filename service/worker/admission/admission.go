@@ -17,6 +17,8 @@
 package admission
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -41,6 +43,7 @@ type Limiter struct {
 	watch      atomic.Int64
 	wait       time.Duration
 	retryAfter string
+	shedBody   []byte // the 503 answer, the same for every request shed
 	exempt     map[string]bool
 	obs        Observer
 	now        func() time.Time
@@ -72,7 +75,20 @@ func New(opts Options) *Limiter {
 	return &Limiter{
 		slots: make(chan struct{}, opts.MaxInFlight), started: make(chan Admission, 1), long: make(chan struct{}, 1), wait: opts.Wait,
 		retryAfter: strconv.Itoa(secs), exempt: exempt, obs: opts.Observer, now: now,
+		shedBody: shedBody(opts.MaxInFlight, opts.Wait, secs),
 	}
+}
+
+// shedBody is the JSON of a 503: what was full, for how long the request
+// waited, and when to come back.
+func shedBody(slots int, wait time.Duration, retryAfter int) []byte {
+	waited := "none was free (CLUSTERAPP_ADMISSION_WAIT=0: no waiting)"
+	if wait > 0 {
+		waited = fmt.Sprintf("none came free within %s (CLUSTERAPP_ADMISSION_WAIT)", wait)
+	}
+	msg := fmt.Sprintf("worker at capacity: all %d admission slots (CLUSTERAPP_MAX_IN_FLIGHT) were taken and %s; retry after %d s", slots, waited, retryAfter)
+	b, _ := json.Marshal(map[string]any{"error": msg, "status": http.StatusServiceUnavailable, "retry_after_seconds": retryAfter})
+	return append(b, '\n')
 }
 
 // Middleware admits or sheds each request before next sees it.
@@ -97,7 +113,7 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 			w.Header().Set("Retry-After", l.retryAfter)
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = w.Write([]byte(`{"error":"worker at capacity, retry later","status":503}` + "\n"))
+			_, _ = w.Write(l.shedBody)
 			return
 		}
 		defer l.release(l.holdStart())

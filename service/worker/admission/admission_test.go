@@ -2,8 +2,10 @@ package admission
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -54,6 +56,15 @@ func TestShedsBeyondCapacity(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/fib", nil))
 	if rec.Code != 503 || rec.Header().Get("Retry-After") != "2" {
 		t.Fatalf("third request: %d Retry-After=%q, want 503 and 2", rec.Code, rec.Header().Get("Retry-After"))
+	}
+	var body struct {
+		Error      string `json:"error"`
+		Status     int    `json:"status"`
+		RetryAfter int    `json:"retry_after_seconds"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || body.Status != 503 || body.RetryAfter != 2 ||
+		!strings.Contains(body.Error, "all 2 admission slots (CLUSTERAPP_MAX_IN_FLIGHT)") || !strings.Contains(body.Error, "CLUSTERAPP_ADMISSION_WAIT=0") {
+		t.Fatalf("third request's body %q (%v): want the slots, the wait and when to retry", rec.Body, err)
 	}
 	// health is never queued behind work
 	rec = httptest.NewRecorder()

@@ -60,11 +60,18 @@ func (m *Guard) Middleware(next http.Handler) http.Handler {
 			h.Set("Retry-After", ceilSeconds(d.RetryAfter))
 			h.Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusTooManyRequests)
-			_, _ = w.Write([]byte(`{"error":"rate limit exceeded for this client","status":429}` + "\n"))
+			retry := ceilSeconds(d.RetryAfter)
+			_, _ = w.Write([]byte(`{"error":"rate limit exceeded for this client: ` + m.limit() + `; retry after ` + retry + ` s","status":429,"retry_after_seconds":` + retry + "}\n"))
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// limit describes the limit for a 429's message (no quotes or escapes in it).
+func (m *Guard) limit() string {
+	return strconv.FormatFloat(m.Limiter.Rate(), 'g', -1, 64) + " requests per second, bursts of " + strconv.Itoa(m.Limiter.Burst()) +
+		" (CLUSTERAPP_RATE_LIMIT, CLUSTERAPP_RATE_BURST)"
 }
 
 // unavailable answers a request the limiter cannot judge: the operator chose

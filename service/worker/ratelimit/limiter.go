@@ -21,14 +21,21 @@ type Limiter struct {
 	tau      int64                 // how far ahead of now a key may run (GCRA's tolerance): (Burst-1)*T
 	burst    int
 	now      shm.Clock
+	rate     float64 // requests per second, as configured (for messages)
 }
+
+// Rate is the sustained requests per second a key may send.
+func (l *Limiter) Rate() float64 { return l.rate }
+
+// Burst is the number of requests a key may send at once.
+func (l *Limiter) Burst() int { return l.burst }
 
 // NewLimiter returns a limiter over table (nil: none yet, see SetTable).
 // rate must be > 0 and burst >= 1; now is the clock the table's times are
 // on (shm.MonotonicClock in production).
 func NewLimiter(table *Table, rate float64, burst int, now shm.Clock) *Limiter {
 	interval := int64(math.Round(float64(time.Second) / rate))
-	l := &Limiter{interval: interval, tau: int64(burst-1) * interval, burst: burst, now: now}
+	l := &Limiter{interval: interval, tau: int64(burst-1) * interval, burst: burst, now: now, rate: rate}
 	l.SetTable(table)
 	return l
 }

@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -221,7 +222,13 @@ func TestGuardHeaders(t *testing.T) {
 	if rec.Code != 200 {
 		t.Fatalf("/healthz limited: %d", rec.Code)
 	}
-	if !strings.Contains(last.Body.String(), "rate limit exceeded") {
-		t.Fatalf("429 body %q", last.Body)
+	var body struct {
+		Error      string `json:"error"`
+		Status     int    `json:"status"`
+		RetryAfter int    `json:"retry_after_seconds"`
+	}
+	if err := json.Unmarshal(last.Body.Bytes(), &body); err != nil || body.Status != 429 || body.RetryAfter != 1 ||
+		!strings.Contains(body.Error, "rate limit exceeded for this client: 2 requests per second, bursts of 2 (CLUSTERAPP_RATE_LIMIT, CLUSTERAPP_RATE_BURST); retry after 1 s") {
+		t.Fatalf("429 body %q (%v): want the limit and when to retry", last.Body, err)
 	}
 }
