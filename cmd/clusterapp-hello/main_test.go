@@ -175,7 +175,7 @@ func TestStandalone(t *testing.T) {
 		{"/hello", 200, `{"greeting":"hello, world","worker":"7"}`},
 		{"/healthz", 200, `{"status":"ok","worker":"7"}`},
 		{"/readyz", 200, `{"status":"ready","worker":"7"}`},
-		{"/nope", 404, `{"error":"no route for /nope","status":404}`},
+		{"/nope", 404, `{"error":"no route for /nope","routes":["/healthz","/hello","/readyz","/work"],"status":404}`},
 		{"/work?ms=5", 200, `{"slept_ms":5}`},
 		{"/work?ms=-1", 400, ""},
 		{"/hello?name=" + strings.Repeat("x", maxNameRunes+1), 400, ""},

@@ -40,7 +40,7 @@ func Example() {
 	}
 	// Output:
 	// 200 1 {"greeting":"hello, Ada"}
-	// 404 1 {"error":"no route for /nope","status":404}
+	// 404 1 {"error":"no route for /nope","routes":["/greet","/healthz","/readyz"],"status":404}
 }
 
 // A program runs its service as a worker of the shipped units: Run serves

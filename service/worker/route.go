@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -106,8 +107,13 @@ func (s *Stack) router(routes []Route) http.Handler {
 		add(Route{Path: leakPath, Methods: []string{http.MethodGet, http.MethodPost}, Handler: s.leak})
 	}
 	s.tooLarge[unmatched] = s.opts.Metrics.Instrument(unmatched)(http.HandlerFunc(s.bodyTooLarge))
+	paths := slices.Sorted(maps.Keys(table))
 	notFound := s.opts.Metrics.Instrument(unmatched)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		Error(w, http.StatusNotFound, "no route for "+r.URL.Path, nil)
+		path := r.URL.Path
+		if path == "" { // CONNECT's authority form, or an absolute URI without a path
+			path = r.RequestURI
+		}
+		Error(w, http.StatusNotFound, "no route for "+path, map[string]any{"routes": paths})
 	}))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h, ok := table[r.URL.Path]; ok {

@@ -3,6 +3,7 @@ package worker
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -90,8 +91,9 @@ func TestWorkerRoutes(t *testing.T) {
 func TestNotFoundAndMethodNotAllowed(t *testing.T) {
 	s, m := newStack(t, nil)
 	rec := do(s, "GET", "/nope")
-	if rec.Code != 404 || decode(t, rec)["error"] != "no route for /nope" {
-		t.Fatalf("404: %d %s", rec.Code, rec.Body)
+	body := decode(t, rec)
+	if rec.Code != 404 || body["error"] != "no route for /nope" || fmt.Sprint(body["routes"]) != "[/echo /healthz /hello /readyz]" {
+		t.Fatalf("404: %d %s, want the error and the routes there are", rec.Code, rec.Body)
 	}
 	rec = do(s, "DELETE", "/hello")
 	if rec.Code != 405 || rec.Header().Get("Allow") != "GET, HEAD" || decode(t, rec)["status"] != 405.0 {
