@@ -195,8 +195,11 @@ func testDebLifecycle(t *testing.T, pk builds) {
 	if _, err := b.Run("test", "-f", config.EnvFile); err != nil {
 		t.Errorf("dpkg -r removed the conffile (only purge may)")
 	}
+	if _, err := b.Run("test", "-d", "/run/private/clusterapp"); err != nil {
+		t.Errorf("no runtime directory before dpkg -P: the check below would prove nothing")
+	}
 	b.Must("dpkg", "-P", "clusterapp")
-	for _, p := range []string{"/etc/clusterapp", "/etc/security/limits.d/clusterapp.conf"} {
+	for _, p := range []string{"/etc/clusterapp", "/etc/security/limits.d/clusterapp.conf", "/run/clusterapp", "/run/private/clusterapp"} {
 		if _, err := b.Run("test", "-e", p); err == nil {
 			t.Errorf("%s left after dpkg -P", p)
 		}
@@ -268,7 +271,7 @@ func testRPMInstall(t *testing.T, pk builds) {
 	}
 	// Nothing of the package's is left, not even the file `scale` wrote (a %ghost the package
 	// owns), except an edited conffile, which rpm keeps as .rpmsave.
-	for _, dir := range rpmOwnedDirs {
+	for _, dir := range append(rpmOwnedDirs, "/run/clusterapp", "/run/private/clusterapp") {
 		if out, err := b.Run("find", dir); err == nil {
 			t.Errorf("%s left after rpm -e:\n%s", dir, out)
 		}
