@@ -212,6 +212,33 @@ func TestOpsScale(t *testing.T) {
 	}
 }
 
+// The documented edit: CLUSTERAPP_WORKERS in the operator's file, then
+// `systemctl daemon-reload && systemctl reload clusterapp`. The reload
+// restarted the running workers only, so a third worker never started
+// (doctor: 3 configured, 2 running); now it also starts the workers the
+// target wants and drains those it no longer wants.
+func TestOpsEditWorkersThenReload(t *testing.T) {
+	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=2\n"})
+	b.Start(2)
+	for _, step := range []struct {
+		workers int
+		active  []string
+	}{
+		{3, b.WorkerUnits(3)},
+		{1, b.WorkerUnits(1)},
+	} {
+		b.WriteEnv(fmt.Sprintf("CLUSTERAPP_WORKERS=%d\n", step.workers))
+		b.Must("systemctl", "daemon-reload")
+		b.Must("systemctl", "reload", "clusterapp.service")
+		if got := b.ActiveWorkers(); strings.Join(got, " ") != strings.Join(step.active, " ") {
+			t.Fatalf("CLUSTERAPP_WORKERS=%d, daemon-reload and reload: active %v, want %v", step.workers, got, step.active)
+		}
+		if out, err := b.Run("clusterapp", "doctor"); err != nil {
+			t.Errorf("doctor after the reload to %d workers: %v\n%s", step.workers, err, out)
+		}
+	}
+}
+
 // Without the units, every operator command says so in one line.
 func TestOpsUnitsNotInstalled(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{Bare: true})

@@ -28,7 +28,10 @@ func newReloadCommand() *cobra.Command {
 that completes only when the new process has sent READY=1, so the port never closes
 and no request fails. It stops at the first worker that does not come back, names
 it, shows its unit state and the end of its journal, and leaves the workers not yet
-restarted on their old process. 'systemctl reload clusterapp' runs it. Needs root.`,
+restarted on their old process. Then it brings the pool to the count clusterapp.target
+wants (after an edit of CLUSTERAPP_WORKERS and a daemon-reload): a wanted worker not
+active is restarted, one no longer wanted is drained and stopped.
+'systemctl reload clusterapp' runs it. Needs root.`,
 		Example: `  clusterapp reload
   clusterapp reload --max-unavailable 2 --timeout 30s`,
 		Args: noArgs,
@@ -85,7 +88,21 @@ func runReload(ctx context.Context, maxUnavailable int, timeout time.Duration, s
 	if err != nil {
 		return fmt.Errorf("reload: %w", err)
 	}
-	_, err = fmt.Fprintf(stdout, "reloaded %d workers in %v\n", len(running), time.Since(start).Round(time.Millisecond))
+	// The pool's size: after an edit of CLUSTERAPP_WORKERS and a
+	// daemon-reload, the target wants other workers than run. A wanted
+	// worker that is not active (a new one, or one waiting in its back-off
+	// before exiting) is restarted, which ends the wait; one no longer
+	// wanted is drained and stopped.
+	qctx, cancel := context.WithTimeout(ctx, opTimeout)
+	wanted, err := c.Wanted(qctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("reload: %w", err)
+	}
+	if _, err := converge(ctx, c, len(wanted), timeout, c.Restart, stdout); err != nil {
+		return fmt.Errorf("reload: %w", err)
+	}
+	_, err = fmt.Fprintf(stdout, "reloaded %d workers in %v; the pool runs %d\n", len(running), time.Since(start).Round(time.Millisecond), len(wanted))
 	return err
 }
 
