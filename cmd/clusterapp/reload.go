@@ -65,44 +65,58 @@ func runReload(ctx context.Context, maxUnavailable int, timeout time.Duration, s
 	if len(running) == 0 {
 		return fmt.Errorf("reload: %w: start the pool with systemctl start %s", rollout.ErrNothingToDo, config.TargetUnit)
 	}
-	start := time.Now()
-	fmt.Fprintf(stdout, "reloading %d workers, at most %d at a time\n", len(running), maxUnavailable)
-	var mu sync.Mutex // Done runs on the rollout's goroutines
-	err = rollout.Run(ctx, units.WorkerNames(running), c, rollout.Options{
-		MaxUnavailable: maxUnavailable, Timeout: timeout,
-		Done: func(unit string, took time.Duration) {
-			pid := "?"
-			if w, err := c.Worker(ctx, unit); err == nil {
-				pid = fmt.Sprint(w.PID)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			fmt.Fprintf(stdout, "  %s: pid %d -> %s, ready in %v\n", unit, oldPID(running, unit), pid, took.Round(time.Millisecond))
-		},
-	})
-	var failure *rollout.Failure
-	if errors.As(err, &failure) {
-		explainFailure(ctx, c, failure, stdout)
-		return fmt.Errorf("reload: %w", err)
-	}
-	if err != nil {
-		return fmt.Errorf("reload: %w", err)
-	}
-	// The pool's size: after an edit of CLUSTERAPP_WORKERS and a
-	// daemon-reload, the target wants other workers than run. A wanted
+	// The pool's size first: after an edit of CLUSTERAPP_WORKERS and a
+	// daemon-reload the target wants other workers than run. A wanted
 	// worker that is not active (a new one, or one waiting in its back-off
-	// before exiting) is restarted, which ends the wait; one no longer
-	// wanted is drained and stopped.
+	// before exiting, which would hold up the restarts ordered after it) is
+	// restarted before the others are touched, which ends its wait; the
+	// running ones are then restarted in turn, and those no longer wanted
+	// drained and stopped last.
 	qctx, cancel := context.WithTimeout(ctx, opTimeout)
 	wanted, err := c.Wanted(qctx)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("reload: %w", err)
 	}
-	if _, err := converge(ctx, c, len(wanted), timeout, c.Restart, stdout); err != nil {
+	n := len(wanted)
+	start := time.Now()
+	if err := startMissing(ctx, c, n, timeout, c.Restart, stdout); err != nil {
 		return fmt.Errorf("reload: %w", err)
 	}
-	_, err = fmt.Fprintf(stdout, "reloaded %d workers in %v; the pool runs %d\n", len(running), time.Since(start).Round(time.Millisecond), len(wanted))
+	var keep []units.Worker
+	for _, w := range running {
+		if w.Number <= n {
+			keep = append(keep, w)
+		}
+	}
+	if len(keep) > 0 {
+		fmt.Fprintf(stdout, "reloading %d workers, at most %d at a time\n", len(keep), maxUnavailable)
+		var mu sync.Mutex // Done runs on the rollout's goroutines
+		err = rollout.Run(ctx, units.WorkerNames(keep), c, rollout.Options{
+			MaxUnavailable: maxUnavailable, Timeout: timeout,
+			Done: func(unit string, took time.Duration) {
+				pid := "?"
+				if w, err := c.Worker(ctx, unit); err == nil {
+					pid = fmt.Sprint(w.PID)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				fmt.Fprintf(stdout, "  %s: pid %d -> %s, ready in %v\n", unit, oldPID(keep, unit), pid, took.Round(time.Millisecond))
+			},
+		})
+		var failure *rollout.Failure
+		if errors.As(err, &failure) {
+			explainFailure(ctx, c, failure, stdout)
+			return fmt.Errorf("reload: %w", err)
+		}
+		if err != nil {
+			return fmt.Errorf("reload: %w", err)
+		}
+	}
+	if err := stopSurplus(ctx, c, n, timeout, stdout); err != nil {
+		return fmt.Errorf("reload: %w", err)
+	}
+	_, err = fmt.Fprintf(stdout, "reloaded %d workers in %v; the pool runs %d\n", len(keep), time.Since(start).Round(time.Millisecond), n)
 	return err
 }
 

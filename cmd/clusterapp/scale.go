@@ -110,44 +110,52 @@ func applyScale(ctx context.Context, c *units.Client, n int, timeout time.Durati
 		_, werr := fmt.Fprintf(stdout, "the pool is not running; %d workers will start with it (systemctl start %s)\n", n, config.TargetUnit)
 		return firstErr(err, werr)
 	}
-	if _, err := converge(ctx, c, n, timeout, c.Start, stdout); err != nil {
+	if err := startMissing(ctx, c, n, timeout, c.Start, stdout); err != nil {
+		return err
+	}
+	if err := stopSurplus(ctx, c, n, timeout, stdout); err != nil {
 		return err
 	}
 	_, err = fmt.Fprintf(stdout, "scaled to %d workers\n", n)
 	return err
 }
 
-// converge brings the running workers to 1..n: it starts (with start) each
-// of them not active, waiting for each to be ready, then drains and stops
-// every active worker numbered above n. The new ones come first, so
-// capacity never dips below both counts. It returns how many it changed.
-func converge(ctx context.Context, c *units.Client, n int, timeout time.Duration, start func(context.Context, string) error, stdout io.Writer) (int, error) {
+// startMissing starts (with start) each of workers 1..n that is not
+// active, waiting for each to be ready; stopSurplus drains and stops every
+// active worker numbered above n. Run in that order, capacity never dips
+// below both counts.
+func startMissing(ctx context.Context, c *units.Client, n int, timeout time.Duration, start func(context.Context, string) error, stdout io.Writer) error {
 	running, err := runningWorkers(ctx, c)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	up := map[int]bool{}
 	for _, w := range running {
 		up[w.Number] = true
 	}
-	changed := 0
 	for i := 1; i <= n; i++ {
 		if !up[i] {
 			if err := timedJob(ctx, timeout, "started", config.WorkerUnit(i), start, stdout); err != nil {
-				return changed, err
+				return err
 			}
-			changed++
 		}
+	}
+	return nil
+}
+
+func stopSurplus(ctx context.Context, c *units.Client, n int, timeout time.Duration, stdout io.Writer) error {
+	running, err := runningWorkers(ctx, c)
+	if err != nil {
+		return err
 	}
 	for _, w := range running {
 		if w.Number > n {
 			if err := timedJob(ctx, timeout, "drained and stopped", w.Unit, c.Stop, stdout); err != nil {
-				return changed, err
+				return err
 			}
-			changed++
 		}
 	}
-	return changed, nil
+	return nil
 }
 
 func timedJob(ctx context.Context, timeout time.Duration, done, unit string, job func(context.Context, string) error, stdout io.Writer) error {
