@@ -28,9 +28,9 @@ func newReloadCommand() *cobra.Command {
 that completes only when the new process has sent READY=1, so the port never closes
 and no request fails. It stops at the first worker that does not come back, names
 it, shows its unit state and the end of its journal, and leaves the workers not yet
-restarted on their old process. Then it brings the pool to the count clusterapp.target
-wants (after an edit of CLUSTERAPP_WORKERS and a daemon-reload): a wanted worker not
-active is restarted, one no longer wanted is drained and stopped.
+restarted on their old process. It also brings the pool to the count clusterapp.target
+wants (after an edit of CLUSTERAPP_WORKERS and a daemon-reload): first a wanted worker
+not active is restarted, and last one no longer wanted is drained and stopped.
 'systemctl reload clusterapp' runs it. Needs root.`,
 		Example: `  clusterapp reload
   clusterapp reload --max-unavailable 2 --timeout 30s`,
@@ -51,7 +51,8 @@ active is restarted, one no longer wanted is drained and stopped.
 }
 
 // runReload restarts the running workers a few at a time, each gated on the
-// new process's READY=1, and stops at the first failure.
+// new process's READY=1, and stops at the first failure; around that it
+// brings the pool to the count the target wants.
 func runReload(ctx context.Context, maxUnavailable int, timeout time.Duration, stdout io.Writer) error {
 	c, err := dialUnits(ctx, "reload")
 	if err != nil {
