@@ -205,6 +205,12 @@ func TestOpsScale(t *testing.T) {
 	if pid := b.MainPID(config.WorkerUnit(1)); pid != pid1 {
 		t.Errorf("scale down restarted worker 1: pid %d -> %d", pid1, pid)
 	}
+	// The pool is as configured: worker 1, started when 2 were wanted, says
+	// 1 now (ClusterappDegraded compares the two).
+	if s, err := b.Run("curl", "-sSf", "--max-time", "5", sandbox.MetricsURL); err != nil ||
+		!strings.Contains(s, "clusterapp_pool_workers 1\n") || !strings.Contains(s, "clusterapp_pool_workers_desired 1\n") {
+		t.Errorf("scrape after scale 1 (%v): want 1 worker, 1 desired:\n%s", err, grepLines(s, "clusterapp_pool_workers"))
+	}
 
 	out, err := b.Run("clusterapp", "scale", "0")
 	if err == nil || !strings.Contains(out, "expected a whole number from 1 to 1024") {
@@ -252,4 +258,15 @@ func TestOpsUnitsNotInstalled(t *testing.T) {
 			t.Errorf("clusterapp %s without units: %v\n%s", cmd, err, out)
 		}
 	}
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

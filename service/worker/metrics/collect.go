@@ -125,7 +125,7 @@ var (
 	dGOMAXPROCS  = desc("go_sched_gomaxprocs_threads", "The worker's GOMAXPROCS: how many threads run Go code at once.")
 
 	dPoolWorkers = prometheus.NewDesc("clusterapp_pool_workers", "Worker processes running now (live slots in the metrics table).", nil, nil)
-	dDesired     = prometheus.NewDesc("clusterapp_pool_workers_desired", "Workers the pool is configured to run (CLUSTERAPP_WORKERS, as the newest worker read it).", nil, nil)
+	dDesired     = prometheus.NewDesc("clusterapp_pool_workers_desired", "Workers the pool is configured to run (CLUSTERAPP_WORKERS in the environment and scale files at the scrape; as the newest worker read it when they cannot be read).", nil, nil)
 	dBuild       = prometheus.NewDesc("clusterapp_build_info", "Always 1; labels name the version of the worker that answered the scrape.", []string{"version", "goversion"}, nil)
 	dQueueLen    = prometheus.NewDesc("clusterapp_listen_queue_length", "Connections waiting in the service socket's accept queue now.", []string{"address"}, nil)
 	dQueueLimit  = prometheus.NewDesc("clusterapp_listen_queue_limit", "The service socket's accept queue limit (Backlog=, capped by net.core.somaxconn).", []string{"address"}, nil)
@@ -167,6 +167,11 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		c.collectSlot(ch, slot, v)
 	})
+	if now := m.opts.DesiredNow; now != nil {
+		if n, ok := now(); ok {
+			desired = uint64(n)
+		}
+	}
 	ch <- prometheus.MustNewConstMetric(dPoolWorkers, prometheus.GaugeValue, float64(live))
 	ch <- prometheus.MustNewConstMetric(dDesired, prometheus.GaugeValue, float64(desired))
 	ch <- prometheus.MustNewConstMetric(dBuild, prometheus.GaugeValue, 1, m.opts.Version, runtime.Version())

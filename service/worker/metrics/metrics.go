@@ -70,6 +70,10 @@ type Options struct {
 	// Desired is the pool size the worker was configured with
 	// (CLUSTERAPP_WORKERS, 0 already replaced by the CPU count).
 	Desired int
+	// DesiredNow, when set, reads the pool size configured now, at each
+	// scrape; false when it cannot tell, and the newest worker's Desired is
+	// reported.
+	DesiredNow func() (int, bool)
 	// Start is when the process started.
 	Start time.Time
 	Log   *logrus.Entry

@@ -316,3 +316,23 @@ func TestInstrumentUsesTheWritersStatus(t *testing.T) {
 		t.Errorf("code 418 counted %v times, want 1", v)
 	}
 }
+
+// The desired size is read at the scrape when the worker can (the files
+// now), and is the newest worker's reading otherwise.
+func TestDesiredReadAtTheScrape(t *testing.T) {
+	l, _ := test.NewNullLogger()
+	size, known := 3, true
+	m := New(Options{Worker: "1", Version: "test", Routes: routes, Dir: t.TempDir(), Desired: 4, Start: time.Now(), Log: logrus.NewEntry(l),
+		DesiredNow: func() (int, bool) { return size, known }})
+	if got := value(t, m, "clusterapp_pool_workers_desired", ""); got != 3 {
+		t.Errorf("desired %v, want the size read now, 3", got)
+	}
+	size = 1 // clusterapp scale 1: no worker restarts
+	if got := value(t, m, "clusterapp_pool_workers_desired", ""); got != 1 {
+		t.Errorf("desired %v after the size changed, want 1", got)
+	}
+	known = false
+	if got := value(t, m, "clusterapp_pool_workers_desired", ""); got != 4 {
+		t.Errorf("desired %v when it cannot be read, want the start's 4", got)
+	}
+}
