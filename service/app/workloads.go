@@ -88,11 +88,6 @@ func (a *app) fib(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(body) // a write error means the client left
 }
 
-// statusClientClosedRequest is nginx's 499, "client closed request": not a
-// status net/http names, and nobody reads it, but the route's metrics and
-// the access log then count a client hanging up as the client's doing.
-const statusClientClosedRequest = 499
-
 // stopped answers a /fib whose computation ended without a result. Only a
 // deadline is the server's 503 naming CLUSTERAPP_REQUEST_TIMEOUT: a client
 // that closed its connection (net/http then cancels the request's context)
@@ -103,7 +98,7 @@ func (a *app) stopped(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, context.DeadlineExceeded):
 		worker.Error(w, http.StatusServiceUnavailable, fmt.Sprintf("computation stopped: %v (CLUSTERAPP_REQUEST_TIMEOUT=%s)", err, a.requestTimeout), nil)
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
-		w.WriteHeader(statusClientClosedRequest) // no body: the client is gone
+		w.WriteHeader(worker.StatusClientClosed) // no body: the client is gone
 	default:
 		worker.Error(w, http.StatusInternalServerError, fmt.Sprintf("computation failed: %v", err), nil)
 	}

@@ -19,7 +19,10 @@ import (
 // started with goes stale: after `clusterapp scale 1` the worker left keeps
 // the old count, and the pool looked degraded (desired above live) until it
 // restarted. false when neither file can be read (the caller keeps the size
-// it started with).
+// it started with). It reads the one variable itself rather than through
+// generator.Read, which validates through config.LoadVars and so swaps the
+// process environment: not something to do in a serving worker at each
+// scrape.
 func configuredPoolSize(envFile string) (int, bool) {
 	found, value := false, ""
 	for _, path := range []string{envFile, config.ScaleFileFor(envFile)} {

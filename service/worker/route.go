@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"github.com/clusterapp/clusterapp/service/worker/admission"
 	"maps"
 	"net/http"
 	"slices"
@@ -62,6 +63,13 @@ var Unprotected = []string{probe.Path, ReadyPath}
 
 // unmatched is the route label of requests no route matches.
 const unmatched = "unmatched"
+
+// StatusClientClosed is nginx's 499, "client closed request", for a request
+// whose client left before it was answered: not a status net/http names,
+// and nobody reads it, but the route's metrics and the access log then
+// count a client hanging up as the client's doing, not as a 5xx. Admission
+// control records it for a client that leaves while queued for a slot.
+const StatusClientClosed = admission.StatusClientClosed
 
 // Labels are the route labels the worker counts requests under with
 // routes: the service's paths, the worker's own routes (debug ones
