@@ -117,6 +117,8 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"reload", "--timeout", "0"}, code: exitUsage, emptyOut: true, stderr: []string{"reload: --timeout=0s: expected a positive duration"}},
 		{args: []string{"reload", "--max-unavailable", "0"}, code: exitUsage, emptyOut: true, stderr: []string{"reload: --max-unavailable=0: expected a whole number of workers, at least 1"}},
 		{args: []string{"logs", "-n", "-1"}, code: exitUsage, emptyOut: true, stderr: []string{"logs: -n/--lines=-1: expected a whole number of lines"}},
+		{args: []string{"logs", "--since", "yesterday 3pm"}, code: exitUsage, emptyOut: true, stderr: []string{`logs: --since="yesterday 3pm": expected a time journalctl accepts: -10m, "2h ago", now, today`}},
+		{args: []string{"logs", "--since", ""}, code: exitUsage, emptyOut: true, stderr: []string{`logs: --since="": expected a time journalctl accepts`}},
 		{args: []string{"logs", "--worker", "0"}, code: exitUsage, emptyOut: true, stderr: []string{"logs: --worker=0: expected a worker number from 1 to 1024"}},
 		{args: []string{"logs", "--worker", "1025"}, code: exitUsage, emptyOut: true, stderr: []string{"logs: --worker=1025: expected a worker number from 1 to 1024"}},
 		// help names an unknown topic as an unknown command is named.

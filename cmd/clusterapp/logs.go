@@ -41,6 +41,11 @@ may read it; anyone else is told so rather than shown an empty log.`,
 		if *lines < 0 {
 			return usagef(cmd, "-n/--lines=%d: expected a whole number of lines, 0 for all", *lines)
 		}
+		// journalctl refuses a bad time only once it runs, after the
+		// checks for systemd and the right to read the journal.
+		if cmd.Flags().Changed("since") && journal.CheckSince(*since) != nil {
+			return usagef(cmd, "--since=%q: expected a time journalctl accepts: %s", *since, journal.SinceForms)
+		}
 		opts := journal.Options{Since: *since, Lines: *lines, Follow: *follow}
 		if *worker > 0 {
 			opts.Units = []string{config.WorkerUnit(*worker)}
