@@ -643,6 +643,36 @@ func TestBalanceGateInMetrics(t *testing.T) {
 	w.wait(t, 10*time.Second)
 }
 
+// "OPTIONS *" (the asterisk form) is answered by the worker's stack like
+// every request: net/http answers it before any handler unless told not to,
+// without X-Worker and uncounted.
+func TestOptionsAsteriskNamesTheWorker(t *testing.T) {
+	sock, n := newSharedSocket(t), newNotifySocket(t)
+	startWorker(t, &sock, n, "--instance=4")
+	n.waitFor(t, "READY=1", 10*time.Second)
+	conn, err := net.DialTimeout("tcp", sock.addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second)) // a hung worker fails the read, not the test run
+	if _, err := io.WriteString(conn, "OPTIONS * HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: http.MethodOptions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("X-Worker") != "4" {
+		t.Fatalf("OPTIONS *: %d, X-Worker %q; headers %v", resp.StatusCode, resp.Header.Get("X-Worker"), resp.Header)
+	}
+	_, metrics := get(t, "http://"+sock.metrics.addr+"/metrics")
+	if got := metricValue(metrics, "clusterapp_http_requests_total", `route="unmatched"`, `code="200"`, `worker="4"`); got != "1" {
+		t.Fatalf(`clusterapp_http_requests_total{route="unmatched",code="200"} = %q, want 1`, got)
+	}
+}
+
 // metricValue returns the value of the first sample of name in a scrape
 // whose labels contain every one of labels (`mode="local"`), or "".
 func metricValue(scrape, name string, labels ...string) string {

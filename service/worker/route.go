@@ -123,13 +123,29 @@ func (s *Stack) router(routes []Route) http.Handler {
 		}
 		Error(w, http.StatusNotFound, "no route for "+path, map[string]any{"routes": paths})
 	}))
+	options := s.opts.Metrics.Instrument(unmatched)(http.HandlerFunc(serverOptions))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h, ok := table[r.URL.Path]; ok {
 			h.ServeHTTP(w, r)
 			return
 		}
+		if r.RequestURI == "*" && r.Method == http.MethodOptions {
+			options.ServeHTTP(w, r)
+			return
+		}
 		notFound.ServeHTTP(w, r)
 	})
+}
+
+// serverOptions answers "OPTIONS * HTTP/1.1", a question about the server
+// rather than a resource, as net/http's own answer does (200, no body).
+// The server (service/worker/server) sets DisableGeneralOptionsHandler so
+// the request reaches the stack: net/http's answer, written before any
+// handler, carried no X-Worker and was not counted. It is counted under
+// "unmatched", the label of requests no route matches.
+func serverOptions(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Length", "0")
+	w.WriteHeader(http.StatusOK)
 }
 
 // allowOnly answers a JSON 405 with an Allow header to other methods.

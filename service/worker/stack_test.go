@@ -110,6 +110,22 @@ func TestNotFoundAndMethodNotAllowed(t *testing.T) {
 	}
 }
 
+// "OPTIONS *" asks about the server: answered 200 with no body, as
+// net/http would, but by the stack (X-Worker, counted); "GET *" is no route.
+func TestOptionsAsterisk(t *testing.T) {
+	s, m := newStack(t, nil)
+	rec := do(s, "OPTIONS", "*")
+	if rec.Code != 200 || rec.Body.Len() != 0 || rec.Header().Get("Content-Length") != "0" || rec.Header().Get("X-Worker") != "7" {
+		t.Fatalf("OPTIONS *: %d %v %q", rec.Code, rec.Header(), rec.Body)
+	}
+	if n := requests(t, m, "unmatched", "200"); n != 1 {
+		t.Fatalf("OPTIONS * counted %v times", n)
+	}
+	if rec := do(s, "GET", "*"); rec.Code != 404 {
+		t.Fatalf("GET *: %d", rec.Code)
+	}
+}
+
 func TestDebugRoutesOffByDefault(t *testing.T) {
 	s, _ := newStack(t, nil)
 	for _, p := range []string{"/debug/crash", "/debug/hang", "/debug/leak?mb=1"} {

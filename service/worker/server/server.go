@@ -125,7 +125,11 @@ func New(opts Options, handler http.Handler) *Server {
 		IdleTimeout:       opts.IdleTimeout,
 		MaxHeaderBytes:    opts.MaxHeaderBytes,
 		ConnState:         s.connState,
-		ErrorLog:          newErrorLog(opts.Log),
+		// "OPTIONS *" goes to the handler like every request: net/http
+		// otherwise answers it itself, without the stack's X-Worker and
+		// uncounted (the worker's router answers it as net/http did).
+		DisableGeneralOptionsHandler: true,
+		ErrorLog:                     newErrorLog(opts.Log),
 		ConnContext: func(ctx context.Context, _ net.Conn) context.Context {
 			return context.WithValue(ctx, connStatsKey{}, &connStats{opened: s.opts.Now()})
 		},
