@@ -76,8 +76,14 @@ const scaleHeader = `# Written by ` + "`clusterapp scale N`" + `: the worker cou
 `
 
 // writeScaleFile sets CLUSTERAPP_WORKERS=n in the scale file, creating it
-// with a header saying what it is.
+// with a header saying what it is. A symbolic link there is written
+// through, a dangling one too (envedit.Target): O_EXCL alone would not
+// follow it, and the file it names would be created without the header.
 func writeScaleFile(path string, n int) error {
+	path, err := envedit.Target(path)
+	if err != nil {
+		return err
+	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err == nil {
 		_, err = f.WriteString(scaleHeader)

@@ -14,7 +14,7 @@
 // Every edit is checked before anything is written: the new text, parsed
 // again, must set the key to the value and every other variable exactly as
 // before. SetFile then replaces the file atomically and durably: it follows
-// a symbolic link to the real file, writes a temporary file beside it with
+// a symbolic link to the real file (a dangling one too: Target), writes a temporary file beside it with
 // the same owner, group and mode, fsyncs it, renames it over the original
 // and fsyncs the directory, so a generator or a worker never reads half a
 // file and a crash never leaves an empty one.
@@ -102,10 +102,12 @@ func check(candidate string, want map[string]string) string {
 }
 
 // SetFile applies Set to the file at path (following a symbolic link to the
-// file itself), creating it (mode 0644, and its directory) when absent.
+// file itself, see Target), creating it (mode 0644, and its directory) when
+// absent.
 func SetFile(path, key, value string) error {
-	if real, err := filepath.EvalSymlinks(path); err == nil {
-		path = real
+	path, err := Target(path)
+	if err != nil {
+		return err
 	}
 	old, err := envfile.ReadFile(path)
 	var st os.FileInfo
@@ -129,6 +131,60 @@ func SetFile(path, key, value string) error {
 		return nil
 	}
 	return replace(path, []byte(text), st)
+}
+
+// maxLinks bounds a chain of symbolic links, as the kernel's 40 (ELOOP).
+const maxLinks = 40
+
+// Target returns the file an edit of path must write: path itself, or, when
+// path is a symbolic link, the file the link names, followed through any
+// further links, whether or not that file exists yet. A link is the
+// operator's way of keeping the file elsewhere (a configuration repository,
+// another volume), so an edit writes through it, as an editor or the
+// shell's ">" does; renaming a new file over the link itself would quietly
+// cut the file loose from where the operator keeps it. A link whose target
+// is missing (dangling) is followed too, and the target created, as open(2)
+// with O_CREAT does; but not into a directory that does not exist (an
+// unmounted volume, a typo in the link), which is an error naming the link
+// and its target. A loop of links is an error.
+func Target(path string) (string, error) {
+	link := path
+	for hops := 0; ; hops++ {
+		st, err := os.Lstat(link)
+		if errors.Is(err, fs.ErrNotExist) {
+			if link == path {
+				return path, nil // SetFile creates it and its directory
+			}
+			if _, err := os.Stat(filepath.Dir(link)); err != nil {
+				return "", fmt.Errorf("%s is a symbolic link to %s, whose directory cannot be used: %w", path, link, err)
+			}
+			return link, nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("stat %s: %w", link, err)
+		}
+		if st.Mode()&fs.ModeSymlink == 0 {
+			return link, nil
+		}
+		if hops == maxLinks {
+			return "", fmt.Errorf("%s: too many levels of symbolic links", path)
+		}
+		next, err := os.Readlink(link)
+		if err != nil {
+			return "", fmt.Errorf("read link %s: %w", link, err)
+		}
+		if !filepath.IsAbs(next) {
+			// Relative to the link's directory as the kernel finds it:
+			// resolved first, so ".." in next climbs out of that real
+			// directory, not out of a lexical path through other links.
+			dir, err := filepath.EvalSymlinks(filepath.Dir(link))
+			if err != nil {
+				return "", fmt.Errorf("%s is a symbolic link to %s: %w", path, next, err)
+			}
+			next = filepath.Join(dir, next)
+		}
+		link = next
+	}
 }
 
 // replace writes data to a temporary file beside path with the owner and

@@ -127,3 +127,76 @@ func TestSetFile(t *testing.T) {
 		t.Errorf("temporary files left: %v", left)
 	}
 }
+
+// A dangling symbolic link is written through like any link: the file it
+// names is created and the link stays (it was replaced by a regular file,
+// cutting the file loose from where the operator keeps it); relative links
+// resolve from the link's directory, through further links.
+func TestSetFileCreatesADanglingLinksTarget(t *testing.T) {
+	for _, tc := range []struct{ name, link string }{
+		{"absolute", ""}, {"relative", "../kept/scale.env"}, {"chain", "chain"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			etc, kept := filepath.Join(root, "etc"), filepath.Join(root, "kept")
+			for _, d := range []string{etc, kept} {
+				if err := os.Mkdir(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			real, path := filepath.Join(kept, "scale.env"), filepath.Join(etc, "scale.env")
+			switch tc.link {
+			case "":
+				mustSymlink(t, real, path)
+			case "chain":
+				mustSymlink(t, real, filepath.Join(kept, "next.env"))
+				mustSymlink(t, "../kept/next.env", path)
+			default:
+				mustSymlink(t, tc.link, path)
+			}
+			if err := SetFile(path, "CLUSTERAPP_WORKERS", "3"); err != nil {
+				t.Fatal(err)
+			}
+			if st, err := os.Lstat(path); err != nil || st.Mode()&os.ModeSymlink == 0 {
+				t.Fatalf("the link was replaced: %v, %v", st.Mode(), err)
+			}
+			if b, err := os.ReadFile(real); err != nil || string(b) != "CLUSTERAPP_WORKERS=3\n" {
+				t.Fatalf("target: %q, %v", b, err)
+			}
+		})
+	}
+}
+
+// What the link cannot be followed to is an error naming it, and nothing
+// is written: a target in a directory that does not exist (an unmounted
+// volume) is not created, nor is its directory; a loop of links.
+func TestSetFileRefusesLinksItCannotFollow(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "mnt", "config", "scale.env")
+	path := filepath.Join(dir, "scale.env")
+	mustSymlink(t, missing, path)
+	err := SetFile(path, "CLUSTERAPP_WORKERS", "3")
+	if err == nil || !strings.Contains(err.Error(), path+" is a symbolic link to "+missing) {
+		t.Fatalf("dangling into a missing directory: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "mnt")); err == nil {
+		t.Fatal("the missing directory was created")
+	}
+	loop := filepath.Join(dir, "loop.env")
+	mustSymlink(t, "loop.env", loop)
+	if err := SetFile(loop, "CLUSTERAPP_WORKERS", "3"); err == nil || !strings.Contains(err.Error(), "too many levels of symbolic links") {
+		t.Fatalf("a loop: %v", err)
+	}
+	for _, p := range []string{path, loop} {
+		if st, err := os.Lstat(p); err != nil || st.Mode()&os.ModeSymlink == 0 {
+			t.Errorf("%s is no longer a link: %v", p, err)
+		}
+	}
+}
+
+func mustSymlink(t *testing.T, target, link string) {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+}
