@@ -69,6 +69,12 @@ func TestCommandLine(t *testing.T) {
 	if err := os.WriteFile(memlimit, []byte("GOMEMLIMIT=512M\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A value the kernel cannot pass to a program (MAX_ARG_STRLEN):
+	// systemd passes it on, and the workers' execve fails with E2BIG.
+	huge := filepath.Join(t.TempDir(), "huge.env")
+	if err := os.WriteFile(huge, []byte("CLUSTERAPP_ACCESS_LOG=false\nAPP_BLOB="+strings.Repeat("x", 200<<10)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	// The generator reads scale.env beside the file (clusterapp scale
 	// writes it) after the file itself; so does the check.
 	scaled := filepath.Join(t.TempDir(), "clusterapp.env")
@@ -130,6 +136,7 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"serve", "now"}, code: exitUsage, stderr: []string{`serve: unexpected argument "now"`}},
 		// The exit statuses scripts rely on: 78 for a bad file, 1 for a failure.
 		{args: []string{"config", "--check", bad}, code: exitConfig, stdout: []string{"CLUSTERAPP_SHUTDOWN_TIMEOUT"}},
+		{args: []string{"config", "--check", huge}, code: exitConfig, stdout: []string{huge + ": APP_BLOB is 204800 bytes long", "at most 131071 bytes", "MAX_ARG_STRLEN", "E2BIG"}},
 		{args: []string{"config", "--check", godebug}, stdout: []string{`warning: GODEBUG="http2server=0" has no schedtrace`, "add " + config.MonitorTrace, godebug + ": ok (1 variables set)"}},
 		{args: []string{"config", "--check", kept}, stdout: []string{kept + ": ok (1 variables set)"}, notStdout: []string{"warning"}},
 		{args: []string{"config", "--check", procs}, stdout: []string{"warning: " + procs + `: GOMAXPROCS="3n": expected a whole number from 1`, "its admission slots set its Ps", procs + ": ok (1 variables set)"}},

@@ -52,6 +52,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/clusterapp/clusterapp/service/config"
@@ -156,6 +157,14 @@ func Read(paths ...string) Settings {
 			s.Problems = append(s.Problems, fmt.Sprintf("%s: %s is set by systemd for each worker, and the file's value replaces systemd's: "+
 				"the workers lose their sockets, READY=1, the watchdog, the shared tables or the journal; remove the line", from(k), k))
 		}
+	}
+	for _, k := range keys {
+		if p := config.EnvStringProblem(k, vars[k]); p != "" {
+			s.Problems = append(s.Problems, fmt.Sprintf("%s: %s", from(k), p))
+		}
+	}
+	if p := config.EnvSizeProblem(vars); p != "" {
+		s.Problems = append(s.Problems, fmt.Sprintf("%s: %s", strings.Join(paths, ", "), p))
 	}
 	c, err := config.LoadVars(vars)
 	s.Config = c

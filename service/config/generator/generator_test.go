@@ -2,6 +2,7 @@ package generator
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -491,4 +492,44 @@ func TestReadRefusesAFIFO(t *testing.T) {
 	case <-time.After(30 * time.Second): // a hang, not a timing: the read returns at once
 		t.Fatal("Read of a FIFO did not return")
 	}
+}
+
+// A value the kernel cannot pass to the workers (over MAX_ARG_STRLEN, or
+// all of them over ARG_MAX) is a problem naming the variable and the limit:
+// systemd passes it on, and every worker's execve fails with E2BIG.
+func TestEnvironmentOverTheKernelsLimitsNamed(t *testing.T) {
+	key := "CLUSTERAPP_TRUSTED_PROXIES"
+	fits := strings.Repeat("1", config.MaxArgStrlen-len(key)-2) // KEY=value and its NUL: exactly the limit
+	s := Read(write(t, key+"="+fits+"\n"))
+	for _, p := range s.Problems {
+		if strings.Contains(p, "E2BIG") {
+			t.Errorf("a value that fits: %.200s", p)
+		}
+	}
+	s = Read(write(t, key+"="+fits+"1\n"))
+	if !hasProblem(s.Problems, key+" is 131045 bytes long: one variable's KEY=value may take at most 131071 bytes", "MAX_ARG_STRLEN", "E2BIG") {
+		t.Errorf("one byte over: %.300q", s.Problems)
+	}
+	var many strings.Builder
+	for i := range 21 {
+		fmt.Fprintf(&many, "BIG_%02d=%s\n", i, strings.Repeat("x", 100<<10))
+	}
+	s = Read(write(t, many.String()))
+	if !hasProblem(s.Problems, "the 21 variables set take 2150736 bytes of environment", "over 2097152 bytes", "ARG_MAX", "E2BIG") {
+		t.Errorf("over ARG_MAX together: %.300q", s.Problems)
+	}
+}
+
+// hasProblem reports whether one of problems contains every one of parts.
+func hasProblem(problems []string, parts ...string) bool {
+	for _, p := range problems {
+		all := true
+		for _, part := range parts {
+			all = all && strings.Contains(p, part)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
