@@ -45,6 +45,9 @@ type workerStatus struct {
 type socketStatus struct {
 	units.SocketState
 	Queues []queueStatus `json:"queues"`
+	// InUse are the socket's addresses another program listens on while
+	// the socket is not active: why it cannot listen (doctor names who).
+	InUse []string `json:"in_use_by_another_program,omitempty"`
 }
 
 type queueStatus struct {
@@ -138,6 +141,12 @@ func collectStatus(ctx context.Context, c *units.Client, now time.Time) (statusR
 	}
 	r.Socket.Queues = []queueStatus{}
 	for _, l := range doctor.OnPorts(all, r.Socket.Listen) {
+		// A listener on the port of a socket that is not active is another
+		// program's: its queue is not ours, and it is why ours is down.
+		if r.Socket.ActiveState != "active" {
+			r.Socket.InUse = append(r.Socket.InUse, l.Addr.String())
+			continue
+		}
 		r.Socket.Queues = append(r.Socket.Queues, queueStatus{Address: l.Addr.String(), Waiting: l.Queued})
 	}
 	return r, nil
@@ -161,7 +170,10 @@ func writeStatus(w io.Writer, r statusReport) error {
 	for _, q := range s.Queues {
 		_, err = fmt.Fprintf(w, "  listening on %s: %d connections waiting to be accepted\n", q.Address, q.Waiting)
 	}
-	if len(s.Queues) == 0 && len(s.Listen) > 0 {
+	for _, addr := range s.InUse {
+		_, err = fmt.Fprintf(w, "  not listening: %s is in use by another program (clusterapp doctor names it)\n", addr)
+	}
+	if len(s.Queues) == 0 && len(s.InUse) == 0 && len(s.Listen) > 0 {
 		_, err = fmt.Fprintf(w, "  not listening in this network namespace (configured: %v)\n", s.Listen)
 	}
 	return err

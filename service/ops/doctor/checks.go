@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +21,10 @@ func checkSocket(f Facts) Finding {
 	const name = "socket"
 	s := f.Socket
 	if s.ActiveState != "active" {
+		if held := heldByOthers(f); held != "" {
+			return bad(Problem, name, fmt.Sprintf("%s is %s (%s): %s, so it cannot listen there (address already in use)", config.SocketUnit, s.ActiveState, s.SubState, held),
+				"stop that program or move it off the port, or move clusterapp to a free one (CLUSTERAPP_LISTEN in "+f.EnvFile+", then systemctl daemon-reload); then systemctl restart "+config.SocketUnit)
+		}
 		return bad(Problem, name, fmt.Sprintf("%s is %s (%s): nothing holds the port", config.SocketUnit, s.ActiveState, s.SubState),
 			"systemctl enable --now "+config.SocketUnit)
 	}
@@ -32,6 +37,43 @@ func checkSocket(f Facts) Finding {
 		waiting += l.Queued
 	}
 	return ok(name, fmt.Sprintf("%s listening on %s, Backlog=%d, %d waiting to be accepted", config.SocketUnit, join(s.Listen), s.Backlog, waiting))
+}
+
+// heldByOthers names the listeners on the addresses of a socket that is
+// not active, and the processes holding them: "127.0.0.1:8080 is in use by
+// python3 (pid 812, squatter.service)"; "" when there are none. systemd's
+// own word for it is less help: the unit's result is "resources", and
+// systemd 252, binding in a child process, logs "Input/output error".
+func heldByOthers(f Facts) string {
+	var held []string
+	for _, l := range f.Listeners {
+		if !slices.ContainsFunc(f.Socket.Listen, func(addr string) bool { return conflicts(addr, l) }) {
+			continue
+		}
+		who := "another program (run as root to see which)"
+		if owners := f.PortOwners[l.Inode]; len(owners) > 0 {
+			names := make([]string, len(owners))
+			for i, p := range owners {
+				names[i] = p.String()
+			}
+			who = join(names)
+		}
+		held = append(held, l.Addr.String()+" is in use by "+who)
+	}
+	return strings.Join(held, "; ")
+}
+
+// conflicts reports whether listener l keeps a socket configured at addr
+// (as systemd prints Listen=: "127.0.0.1:8080", "[::]:8080") from binding:
+// the same port, and the same address or either one every address. An
+// address netip cannot read is judged by its port alone.
+func conflicts(addr string, l sockstat.Listener) bool {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return strings.HasSuffix(addr, ":"+strconv.Itoa(int(l.Addr.Port()))) || addr == strconv.Itoa(int(l.Addr.Port()))
+	}
+	a, b := ap.Addr().Unmap(), l.Addr.Addr().Unmap()
+	return ap.Port() == l.Addr.Port() && (a == b || a.IsUnspecified() || b.IsUnspecified())
 }
 
 func checkSomaxconn(f Facts) Finding {

@@ -23,6 +23,10 @@ type Facts struct {
 	Workers     []units.Worker
 	Socket      units.SocketState
 	Listeners   []sockstat.Listener // LISTEN sockets on the socket's ports
+	// PortOwners are the processes holding Listeners, by inode, read only
+	// while the socket is not active: a listener on its port is then
+	// another program's, and the reason it cannot listen.
+	PortOwners map[uint64][]sockstat.Process
 	// AllListeners are every TCP LISTEN socket of this network namespace.
 	AllListeners []sockstat.Listener
 	Somaxconn    int
@@ -69,6 +73,13 @@ func Gather(ctx context.Context, sd Systemd, envFile string) (Facts, error) {
 	}
 	f.AllListeners = all
 	f.Listeners = OnPorts(all, f.Socket.Listen)
+	if f.Socket.ActiveState != "active" && len(f.Listeners) > 0 {
+		inodes := make([]uint64, len(f.Listeners))
+		for i, l := range f.Listeners {
+			inodes[i] = l.Inode
+		}
+		f.PortOwners = sockstat.ReadOwners(inodes)
+	}
 	if f.Counters, err = sockstat.ReadListenCounters(); err != nil {
 		return f, err
 	}
