@@ -404,7 +404,12 @@ func (w *worker) startWatchdog(ctx context.Context) {
 		return
 	}
 	interval, deadline := watchdog.Every(timeout)
-	p := &watchdog.Pinger{Interval: interval, Timeout: deadline, Probe: w.srv.Probe, Ping: w.notifier.Watchdog, Log: w.log}
+	w.metrics.WatchProbes(timeout)
+	ping := func() error {
+		w.metrics.ProbePassed() // the heartbeat a scrape judges this worker by
+		return w.notifier.Watchdog()
+	}
+	p := &watchdog.Pinger{Interval: interval, Timeout: deadline, Probe: w.srv.Probe, Ping: ping, Log: w.log}
 	w.log.WithField("watchdog_timeout", timeout).WithField("probe_every", interval).Info("health-gated watchdog on")
 	go p.Run(ctx)
 }

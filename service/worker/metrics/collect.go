@@ -5,6 +5,9 @@ import (
 	"runtime"
 	"strconv"
 	"sync/atomic"
+	"time"
+
+	"github.com/clusterapp/clusterapp/service/worker/watchdog"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -29,11 +32,14 @@ func (e errorLog) Println(v ...any) { e.m.opts.Log.Warn(v...) }
 
 // Worker is one live worker's numbers, read from the table.
 type Worker struct {
-	Number    int
-	PID       int
-	StartNs   int64
-	Starts    uint64
-	Ready     bool
+	Number  int
+	PID     int
+	StartNs int64
+	Starts  uint64
+	Ready   bool // false while Stalled too
+	// Stalled: no health probe passed for watchdog.LateAfter (frozen or
+	// hung), judged at the reading (WatchProbes).
+	Stalled   bool
 	Requests  uint64 // every route and code
 	InFlight  uint64
 	ConnsOpen uint64
@@ -52,11 +58,14 @@ func DurationBounds() []float64 { return append([]float64(nil), durationBuckets.
 // included; only this one when it counts alone).
 func (m *Metrics) Workers() []Worker {
 	var out []Worker
+	now := m.clock()
 	m.eachLive(func(slot int) {
 		v := func(w int) uint64 { return atomic.LoadUint64(&m.words[slot*m.lay.perSlot+w]) }
+		h := heartbeatOf(v, now)
 		wk := Worker{
 			Number: slot + 1, PID: int(v(wPID)), StartNs: int64(v(wStartNs)), Starts: v(wStarts),
-			Ready: v(wReady) == 1, InFlight: v(wInFlight), ConnsOpen: v(wConnsOpen), RSS: v(wRSS), CPUNs: v(wCPUNs),
+			Ready: v(wReady) == 1 && !h.stalled, Stalled: h.stalled,
+			InFlight: v(wInFlight), ConnsOpen: v(wConnsOpen), RSS: v(wRSS), CPUNs: v(wCPUNs),
 		}
 		wk.Latency = make([]uint64, len(durationBuckets)+1)
 		for _, b := range m.lay.route {
@@ -71,6 +80,24 @@ func (m *Metrics) Workers() []Worker {
 		out = append(out, wk)
 	})
 	return out
+}
+
+// heartbeat is a slot's last passing health probe, seen at a scrape.
+type heartbeat struct {
+	known   bool          // the worker runs its probe under a watchdog
+	age     time.Duration // since the probe last passed
+	stalled bool          // age is past watchdog.LateAfter
+}
+
+// heartbeatOf reads a slot's heartbeat at now (shm.Clock). The age is
+// measured on the reader's clock: the stalled worker's own cannot move.
+func heartbeatOf(v func(int) uint64, now time.Duration) heartbeat {
+	timeout := time.Duration(v(wWatchdogNs))
+	if timeout <= 0 {
+		return heartbeat{}
+	}
+	age := max(now-time.Duration(v(wProbedNs)), 0)
+	return heartbeat{known: true, age: age, stalled: age > watchdog.LateAfter(timeout)}
 }
 
 // eachLive calls f for every live slot in order: this worker's own, and in
@@ -114,7 +141,9 @@ var (
 	dMisses      = desc("clusterapp_cache_misses_total", "Result cache misses (computations, shared by concurrent identical requests).")
 	dDeferred    = desc("clusterapp_balance_accept_deferred_seconds", "Accepts the worker put off so a less-loaded worker could take the connection, by how long.")
 	dGate        = desc("clusterapp_balance_gate_open", "1 while the accept gate balances connections (clients reuse them), 0 while it stays out of the way.")
-	dReady       = desc("clusterapp_worker_ready", "1 while the worker serves, 0 while it starts or drains.")
+	dReady       = desc("clusterapp_worker_ready", "1 while the worker serves, 0 while it starts, drains or is stalled (clusterapp_worker_stalled).")
+	dStalled     = desc("clusterapp_worker_stalled", "1 while no health probe of the worker has passed for 1.5 probe intervals (a third of WatchdogSec= each): frozen (SIGSTOP) or hung; systemd's watchdog kills it at WatchdogSec=.")
+	dProbeAge    = desc("clusterapp_worker_heartbeat_age_seconds", "Seconds since the worker's health probe last passed (each pass is followed by its watchdog ping), at the scrape; it grows while the worker is frozen or hung.")
 	dStartTime   = desc("clusterapp_worker_start_time_seconds", "When the worker's process started, in seconds since the Unix epoch.")
 	dStarts      = desc("clusterapp_worker_starts_total", "Processes started as this worker (1 + restarts) since the runtime directory was created.")
 	dExits       = desc("clusterapp_worker_exits_total", "Worker processes that ended, by systemd's $SERVICE_RESULT (watchdog: killed by the watchdog).", "result")
@@ -145,7 +174,8 @@ func Names() []string {
 		"clusterapp_admission_shed_total", "clusterapp_admission_wait_seconds", "clusterapp_ratelimit_limited_total",
 		"clusterapp_ratelimit_unavailable_total", "clusterapp_ratelimit_table", "clusterapp_cache_hits_total",
 		"clusterapp_cache_misses_total", "clusterapp_balance_accept_deferred_seconds", "clusterapp_balance_gate_open",
-		"clusterapp_worker_ready", "clusterapp_worker_start_time_seconds", "clusterapp_worker_starts_total",
+		"clusterapp_worker_ready", "clusterapp_worker_stalled", "clusterapp_worker_heartbeat_age_seconds",
+		"clusterapp_worker_start_time_seconds", "clusterapp_worker_starts_total",
 		"clusterapp_worker_exits_total", "process_resident_memory_bytes", "process_cpu_seconds_total", "process_open_fds",
 		"go_goroutines", "go_sched_gomaxprocs_threads", "clusterapp_pool_workers", "clusterapp_pool_workers_desired",
 		"clusterapp_build_info", "clusterapp_listen_queue_length", "clusterapp_listen_queue_limit",
@@ -159,13 +189,14 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 		m.sampleWatched() // this worker's own gauges, fresh
 	}
 	live, desired, newest := 0, uint64(0), int64(0)
+	now := m.clock()
 	m.eachLive(func(slot int) {
 		live++
 		v := func(w int) uint64 { return atomic.LoadUint64(&m.words[slot*m.lay.perSlot+w]) }
 		if start := int64(v(wStartNs)); start >= newest {
 			newest, desired = start, v(wDesired)
 		}
-		c.collectSlot(ch, slot, v)
+		c.collectSlot(ch, slot, v, heartbeatOf(v, now))
 	})
 	if now := m.opts.DesiredNow; now != nil {
 		if n, ok := now(); ok {
@@ -182,7 +213,7 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(dQueueFull, prometheus.CounterValue, float64(atomic.LoadUint64(m.pool(pFullNs)))/1e9)
 }
 
-func (c poolCollector) collectSlot(ch chan<- prometheus.Metric, slot int, v func(int) uint64) {
+func (c poolCollector) collectSlot(ch chan<- prometheus.Metric, slot int, v func(int) uint64, h heartbeat) {
 	m := c.m
 	name := m.opts.Worker
 	if slot != m.self || m.number != 0 {
@@ -216,7 +247,15 @@ func (c poolCollector) collectSlot(ch chan<- prometheus.Metric, slot int, v func
 	}
 	gauge(dInFlight, float64(v(wInFlight)))
 	gauge(dConnsOpen, float64(v(wConnsOpen)))
-	gauge(dReady, float64(v(wReady)))
+	ready, stalled := float64(v(wReady)), 0.0
+	if h.stalled {
+		ready, stalled = 0, 1 // its own flag says 1: it cannot clear it
+	}
+	gauge(dReady, ready)
+	if h.known {
+		gauge(dStalled, stalled)
+		gauge(dProbeAge, h.age.Seconds())
+	}
 	gauge(dStartTime, float64(v(wStartNs))/1e9)
 	gauge(dRSS, float64(v(wRSS)))
 	gauge(dFDs, float64(v(wFDs)))

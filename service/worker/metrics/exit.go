@@ -40,6 +40,7 @@ func RecordExit(dir string, routes []string, worker, result string) error {
 // built the table.
 func View(dir string, routes []string) (*Metrics, error) {
 	m := &Metrics{lay: newLayout(routes), self: -1, shared: true}
+	m.clock, _ = shm.MonotonicClock() // Workers judges heartbeats by it; on error it counts from now
 	r, err := shm.OpenReadOnly(dir, m.lay.table)
 	if err != nil {
 		return nil, err

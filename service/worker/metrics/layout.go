@@ -51,6 +51,8 @@ const (
 	wFDs                // gauge
 	wGoroutines         // gauge
 	wGOMAXPROCS         // gauge
+	wWatchdogNs         // gauge: the process's watchdog timeout, 0 when it has none
+	wProbedNs           // gauge: shm.Clock ns of its last passing health probe
 	wExits              // counters, one per ExitResults
 )
 

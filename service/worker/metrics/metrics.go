@@ -30,6 +30,17 @@
 // series disappear (Prometheus marks them stale), and the pool's worker
 // count is the number of live slots.
 //
+// # Stalled workers
+//
+// A frozen (SIGSTOP) or hung worker cannot clear its own ready flag, so its
+// slot also holds a heartbeat: the shm.Clock time of its last passing
+// health probe, the one that gates its watchdog ping (WatchProbes,
+// ProbePassed). The worker answering a scrape compares it with its own
+// clock (CLOCK_MONOTONIC, one clock for every process) and reports a worker
+// whose probe has not passed for watchdog.LateAfter as stalled and not
+// ready, seconds before systemd's watchdog kills it. That costs one clock
+// read per scrape.
+//
 // A worker outside the pool (no runtime directory, a name that is not a
 // worker number, or a table that cannot be opened) counts in a table of its
 // own in process memory and its scrapes show only itself.
@@ -135,7 +146,7 @@ func (m *Metrics) openShared(n int) {
 
 // claimed resets the slot's gauges for this process and counts its start.
 func (m *Metrics) claimed() {
-	for _, w := range []int{wReady, wInFlight, wConnsOpen, wGate, wRateTable, wRSS, wFDs, wGoroutines} {
+	for _, w := range []int{wReady, wInFlight, wConnsOpen, wGate, wRateTable, wRSS, wFDs, wGoroutines, wWatchdogNs, wProbedNs} {
 		atomic.StoreUint64(m.word(w), 0)
 	}
 	atomic.StoreUint64(m.word(wPID), uint64(os.Getpid()))
@@ -171,6 +182,22 @@ func (m *Metrics) SetReady(ready bool) {
 		v = 1
 	}
 	atomic.StoreUint64(m.word(wReady), v)
+}
+
+// WatchProbes says that the worker's health probe runs under a watchdog
+// timeout (WatchdogSec=), passing probes reported by ProbePassed: from now
+// on a scrape calls the worker stalled, and not ready, once no probe has
+// passed for watchdog.LateAfter(timeout). A frozen (SIGSTOP) or hung
+// worker cannot clear its own ready flag; the worker answering the scrape
+// sees its heartbeat age instead. Without it the worker is never judged.
+func (m *Metrics) WatchProbes(timeout time.Duration) {
+	atomic.StoreUint64(m.word(wProbedNs), uint64(max(m.clock(), 0)))
+	atomic.StoreUint64(m.word(wWatchdogNs), uint64(max(timeout, 0)))
+}
+
+// ProbePassed records a passing health probe: the worker's heartbeat.
+func (m *Metrics) ProbePassed() {
+	atomic.StoreUint64(m.word(wProbedNs), uint64(max(m.clock(), 0)))
 }
 
 // ConnOpened counts a new client connection.

@@ -260,12 +260,53 @@ func TestListenQueue(t *testing.T) {
 	}
 }
 
+// A worker that stops passing its health probe (frozen, hung) cannot clear
+// its own ready flag: the worker answering the scrape sees its heartbeat
+// age and reports it stalled and not ready, and ready again once a probe
+// passes.
+func TestStalledWorkerIsNotReady(t *testing.T) {
+	dir := t.TempDir()
+	w1, _ := newWorker(t, dir, "1")
+	w2, _ := newWorker(t, dir, "2")
+	now := time.Hour
+	clock := func() time.Duration { return now }
+	w1.clock, w2.clock = clock, clock
+	w1.SetReady(true)
+	w2.SetReady(true)
+	if _, ok := lookup(scrape(t, w1), "clusterapp_worker_stalled", `worker="2"`); ok {
+		t.Error("a worker without a watchdog is judged")
+	}
+	w2.WatchProbes(3 * time.Second) // a probe every second: late after 1.5s
+	w2.ProbePassed()
+	now += 1400 * time.Millisecond
+	if r, s := value(t, w1, "clusterapp_worker_ready", `worker="2"`), value(t, w1, "clusterapp_worker_stalled", `worker="2"`); r != 1 || s != 0 {
+		t.Errorf("1.4s after a passing probe: ready %v, stalled %v", r, s)
+	}
+	now += 200 * time.Millisecond
+	if r, s := value(t, w1, "clusterapp_worker_ready", `worker="2"`), value(t, w1, "clusterapp_worker_stalled", `worker="2"`); r != 0 || s != 1 {
+		t.Errorf("1.6s after a passing probe: ready %v, stalled %v", r, s)
+	}
+	if age := value(t, w1, "clusterapp_worker_heartbeat_age_seconds", `worker="2"`); age != 1.6 {
+		t.Errorf("heartbeat age %v, want 1.6", age)
+	}
+	for _, w := range w1.Workers() {
+		if w.Number == 2 && (w.Ready || !w.Stalled) {
+			t.Errorf("Workers(): %+v", w)
+		}
+	}
+	w2.ProbePassed()
+	if r, s := value(t, w1, "clusterapp_worker_ready", `worker="2"`), value(t, w1, "clusterapp_worker_stalled", `worker="2"`); r != 1 || s != 0 {
+		t.Errorf("after a passing probe again: ready %v, stalled %v", r, s)
+	}
+}
+
 // Names lists exactly the families a scrape holds, so the shipped rules and
 // dashboard (packaging/examples_test.go) are checked against the real ones.
 func TestNamesMatchTheScrape(t *testing.T) {
 	m, _ := newWorker(t, t.TempDir(), "1")
 	m.WatchBalanceGate(func() bool { return true })
 	m.WatchRateLimitTable(func() string { return "shared" })
+	m.WatchProbes(10 * time.Second)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

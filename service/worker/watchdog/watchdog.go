@@ -91,6 +91,17 @@ func Every(watchdogTimeout time.Duration) (interval, deadline time.Duration) {
 	return interval, interval
 }
 
+// LateAfter is how long after its last ping a worker whose watchdog timeout
+// is watchdogTimeout counts as not making progress (frozen, or hung): one
+// and a half probe intervals. A healthy worker pings every interval, a few
+// milliseconds after its tick; a probe slow enough to push a ping half an
+// interval late is already a sick worker. The readers (status, doctor, the
+// metrics scrape) use it so an operator learns of a stall seconds before
+// systemd's kill, not after it. 0 when the watchdog is off.
+func LateAfter(watchdogTimeout time.Duration) time.Duration {
+	return watchdogTimeout / 2 // 1.5 x Every's third, without its rounding
+}
+
 // Run ticks until ctx is done.
 func (p *Pinger) Run(ctx context.Context) {
 	ticks, stop := p.clock().NewTicker(p.Interval)

@@ -165,3 +165,13 @@ func TestPingFailureReportedApartFromProbeFailure(t *testing.T) {
 		}
 	}
 }
+
+// Readers call a worker late half an interval after a ping was due.
+func TestLateAfter(t *testing.T) {
+	if got := LateAfter(10 * time.Second); got != 5*time.Second {
+		t.Errorf("LateAfter(10s) = %v, want 5s (a ping every 3.3s, 1.5 intervals)", got)
+	}
+	if got := LateAfter(0); got != 0 {
+		t.Errorf("LateAfter(0) = %v", got)
+	}
+}
