@@ -39,6 +39,14 @@ type Worker struct {
 	StatusText  string         `json:"status_text"`
 	// LimitNOFILE is the soft open-file limit the unit asks for.
 	LimitNOFILE uint64 `json:"limit_nofile"`
+	// Watchdog is the unit's WatchdogSec= (WatchdogUSec), 0 when off.
+	Watchdog time.Duration `json:"watchdog_ns"`
+	// LastPing is when systemd last heard the worker's watchdog (a ping,
+	// or READY=1, which starts the watchdog): WatchdogTimestamp; zero for
+	// never. LastPingMono is the same moment on CLOCK_MONOTONIC
+	// (WatchdogTimestampMonotonic), which a wall-clock step cannot move.
+	LastPing     time.Time     `json:"last_watchdog_ping"`
+	LastPingMono time.Duration `json:"-"`
 }
 
 // Active reports whether the worker is up (active, or reloading).
@@ -120,6 +128,11 @@ func workerFromProps(unit string, p map[string]any) Worker {
 	if us := num(p["ExecMainStartTimestamp"]); us > 0 && w.PID > 0 {
 		w.Started = time.UnixMicro(int64(us))
 	}
+	w.Watchdog = time.Duration(num(p["WatchdogUSec"])) * time.Microsecond
+	if us := num(p["WatchdogTimestamp"]); us > 0 {
+		w.LastPing = time.UnixMicro(int64(us))
+	}
+	w.LastPingMono = time.Duration(num(p["WatchdogTimestampMonotonic"])) * time.Microsecond
 	if v, ok := counter(p["MemoryCurrent"]); ok {
 		w.MemoryBytes = &v
 	}
