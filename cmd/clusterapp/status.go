@@ -8,12 +8,14 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/clusterapp/clusterapp/service/config"
 	"github.com/clusterapp/clusterapp/service/ops/doctor"
+	"github.com/clusterapp/clusterapp/service/ops/liveness"
 	"github.com/clusterapp/clusterapp/service/ops/sockstat"
 	"github.com/clusterapp/clusterapp/service/ops/units"
 	"github.com/clusterapp/clusterapp/service/worker/status"
@@ -40,6 +42,9 @@ type workerStatus struct {
 	// the number Prometheus scrapes (clusterapp_http_requests_total). nil
 	// when the worker is not running or the table cannot be read.
 	RequestsTotal *uint64 `json:"requests_total"`
+	// Health says whether the running worker makes progress: systemd
+	// keeps a frozen or hung one active/running until its watchdog fires.
+	Health liveness.Verdict `json:"health"`
 }
 
 type socketStatus struct {
@@ -118,7 +123,7 @@ func collectStatus(ctx context.Context, c *units.Client, now time.Time) (statusR
 	}
 	pool := poolWorkers()
 	for _, w := range ws {
-		s := workerStatus{Worker: w}
+		s := workerStatus{Worker: w, Health: liveness.Read(w)}
 		if m, ok := pool[w.Number]; ok && w.Active() {
 			n := m.Requests
 			s.RequestsTotal = &n
@@ -154,15 +159,22 @@ func collectStatus(ctx context.Context, c *units.Client, now time.Time) (statusR
 
 func writeStatus(w io.Writer, r statusReport) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORKER\tSTATE\tPID\tUPTIME\tRESTARTS\tMEMORY\tCPU\tSERVED\tREQUESTS\tIN-FLIGHT\tQUEUED")
+	fmt.Fprintln(tw, "WORKER\tSTATE\tPID\tUPTIME\tRESTARTS\tMEMORY\tCPU\tSERVED\tREQUESTS\tIN-FLIGHT\tQUEUED\tHEALTH")
+	var sick []workerHealth
 	for _, s := range r.Workers {
-		fmt.Fprintf(tw, "%d\t%s/%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Number, s.ActiveState, s.SubState,
-			orDashInt(s.PID), uptime(s.UptimeSec), s.Restarts, memory(s.MemoryBytes), cpu(s.CPU), ptrInt(s.Served), ptrUint(s.RequestsTotal), ptrInt(s.InFlight), ptrInt(s.Queued))
+		fmt.Fprintf(tw, "%d\t%s/%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Number, s.ActiveState, s.SubState,
+			orDashInt(s.PID), uptime(s.UptimeSec), s.Restarts, memory(s.MemoryBytes), cpu(s.CPU), ptrInt(s.Served), ptrUint(s.RequestsTotal), ptrInt(s.InFlight), ptrInt(s.Queued), health(s.Health))
+		if !s.Health.Healthy() {
+			sick = append(sick, workerHealth{s.Number, s.PID, s.Health})
+		}
 	}
 	if len(r.Workers) == 0 {
 		fmt.Fprintln(tw, "(no worker loaded: the pool starts with the first connection, or systemctl start "+config.TargetUnit+")")
 	}
 	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if err := writeSick(w, sick); err != nil {
 		return err
 	}
 	s := r.Socket
@@ -234,4 +246,32 @@ func cpu(d *time.Duration) string {
 		return "-"
 	}
 	return d.Round(10 * time.Millisecond).String()
+}
+
+// workerHealth is a worker whose health is a problem, for the notes under
+// the table.
+type workerHealth struct {
+	number, pid int
+	verdict     liveness.Verdict
+}
+
+// health is the HEALTH column: ok, "-" when not judged, and a problem in
+// capitals, explained under the table (writeSick).
+func health(v liveness.Verdict) string {
+	if v.Healthy() {
+		return v.State
+	}
+	return strings.ToUpper(v.State)
+}
+
+// writeSick says, under the table, what is wrong with each worker that is
+// not making progress and since when: its state alone (active/running)
+// would say it is fine.
+func writeSick(w io.Writer, sick []workerHealth) error {
+	for _, s := range sick {
+		if _, err := fmt.Fprintf(w, "worker %d (pid %d): %s\n", s.number, s.pid, s.verdict.Problem); err != nil {
+			return err
+		}
+	}
+	return nil
 }

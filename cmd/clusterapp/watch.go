@@ -11,6 +11,7 @@ import (
 
 	"github.com/clusterapp/clusterapp/service/app"
 	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/ops/liveness"
 	"github.com/clusterapp/clusterapp/service/ops/units"
 	"github.com/clusterapp/clusterapp/service/worker"
 	"github.com/clusterapp/clusterapp/service/worker/metrics"
@@ -45,8 +46,13 @@ func watchStatus(ctx context.Context, c *units.Client, out io.Writer) error {
 		b.WriteString("\x1b[H\x1b[2J") // home, clear: redraw in place
 		fmt.Fprintf(&b, "clusterapp status --watch  %s  (Ctrl-C to quit)\n\n", now.Format(time.TimeOnly))
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "WORKER\tSTATE\tPID\tREQ/S\tIN-FLIGHT\tP99\tMEMORY\tRESTARTS")
+		fmt.Fprintln(tw, "WORKER\tSTATE\tPID\tREQ/S\tIN-FLIGHT\tP99\tMEMORY\tRESTARTS\tHEALTH")
+		var sick []workerHealth
 		for _, w := range ws {
+			v := liveness.Read(w)
+			if !v.Healthy() {
+				sick = append(sick, workerHealth{w.Number, w.PID, v})
+			}
 			rate, inFlight, p99, mem := "-", "-", "-", memory(w.MemoryBytes)
 			if m, ok := cur[w.Number]; ok && w.Active() {
 				inFlight = strconv.FormatUint(m.InFlight, 10)
@@ -59,13 +65,17 @@ func watchStatus(ctx context.Context, c *units.Client, out io.Writer) error {
 					p99 = quantile(0.99, p.Latency, m.Latency)
 				}
 			}
-			fmt.Fprintf(tw, "%d\t%s/%s\t%s\t%s\t%s\t%s\t%s\t%d\n", w.Number, w.ActiveState, w.SubState, orDashInt(w.PID), rate, inFlight, p99, mem, w.Restarts)
+			fmt.Fprintf(tw, "%d\t%s/%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", w.Number, w.ActiveState, w.SubState, orDashInt(w.PID), rate, inFlight, p99, mem, w.Restarts, health(v))
 		}
 		if len(ws) == 0 {
 			fmt.Fprintln(tw, "(no worker loaded)")
 		}
 		if err := tw.Flush(); err != nil {
 			return err
+		}
+		if len(sick) > 0 {
+			b.WriteString("\n")
+			_ = writeSick(&b, sick) // a strings.Builder does not fail
 		}
 		if _, err := io.WriteString(out, b.String()); err != nil {
 			return err
