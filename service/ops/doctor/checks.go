@@ -6,10 +6,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/ops/liveness"
 	"github.com/clusterapp/clusterapp/service/ops/sockstat"
 	"github.com/clusterapp/clusterapp/service/ops/units"
+	"github.com/clusterapp/clusterapp/service/worker/watchdog"
 )
 
 // minEphemeralPorts is the smallest ip_local_port_range width not flagged:
@@ -169,6 +172,37 @@ func checkWorkers(f Facts) []Finding {
 			fmt.Sprintf("clusterapp scale %d (stops the surplus)", f.Configured)))
 	default:
 		out = append(out, ok(name, fmt.Sprintf("%s configured, all running", plural(f.Configured, "worker", "workers"))))
+	}
+	return out
+}
+
+// checkProgress finds running workers that make no progress: stopped by a
+// signal or a debugger, or without a watchdog ping for longer than the
+// worker pings (package liveness). systemd calls them active/running until
+// its watchdog fires, so checkWorkers alone passes them.
+func checkProgress(f Facts) []Finding {
+	const name = "progress"
+	var out []Finding
+	every := time.Duration(0)
+	for _, w := range f.Workers {
+		v := liveness.Judge(liveness.FactsOf(w, f.Now, f.ProcStates[w.PID]))
+		every = max(every, w.Watchdog)
+		switch v.State {
+		case liveness.Stopped:
+			out = append(out, bad(Problem, name, fmt.Sprintf("%s (pid %d): %s", w.Unit, w.PID, v.Problem),
+				fmt.Sprintf("kill -CONT %d if it was stopped on purpose (kill -STOP, a debugger); otherwise systemd's watchdog kills it (SIGABRT, its stacks in the journal: clusterapp logs --worker %d) and restarts it", w.PID, w.Number)))
+		case liveness.Stalled:
+			out = append(out, bad(Problem, name, fmt.Sprintf("%s (pid %d): %s", w.Unit, w.PID, v.Problem),
+				fmt.Sprintf("wait for systemd's watchdog, or end it now: systemctl kill -s SIGABRT %s; either way its goroutine stacks go to the journal (clusterapp logs --worker %d shows where it hung) and systemd restarts it", w.Unit, w.Number)))
+		}
+	}
+	if len(out) == 0 {
+		detail := "no running worker is stopped"
+		if every > 0 {
+			interval, _ := watchdog.Every(every)
+			detail = fmt.Sprintf("every running worker pings systemd's watchdog on time (every %s) and none is stopped", interval.Round(100*time.Millisecond))
+		}
+		out = append(out, ok(name, detail))
 	}
 	return out
 }

@@ -67,6 +67,7 @@ func Evaluate(f Facts) []Finding {
 	out = append(out, checkSomaxconn(f))
 	out = append(out, checkPortRange(f))
 	out = append(out, checkWorkers(f)...)
+	out = append(out, checkProgress(f)...)
 	out = append(out, checkFileLimits(f)...)
 	out = append(out, checkOverflows(f))
 	out = append(out, checkHardening(f))

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/clusterapp/clusterapp/service/config"
 	"github.com/clusterapp/clusterapp/service/ops/sockstat"
@@ -19,9 +20,10 @@ func healthy() Facts {
 		EnvFile: "/etc/clusterapp/clusterapp.env", Configured: 2,
 		Wanted: []string{config.WorkerUnit(1), config.WorkerUnit(2)},
 		Workers: []units.Worker{
-			{Unit: config.WorkerUnit(1), Number: 1, ActiveState: "active", PID: 10, LimitNOFILE: 65536},
-			{Unit: config.WorkerUnit(2), Number: 2, ActiveState: "active", PID: 11, LimitNOFILE: 65536},
+			{Unit: config.WorkerUnit(1), Number: 1, ActiveState: "active", SubState: "running", PID: 10, LimitNOFILE: 65536, Watchdog: 10 * time.Second, LastPingMono: 99 * time.Second},
+			{Unit: config.WorkerUnit(2), Number: 2, ActiveState: "active", SubState: "running", PID: 11, LimitNOFILE: 65536, Watchdog: 10 * time.Second, LastPingMono: 98 * time.Second},
 		},
+		ProcStates: map[int]byte{10: 'S', 11: 'R'}, Now: 100 * time.Second,
 		Socket:    units.SocketState{LoadState: "loaded", ActiveState: "active", SubState: "listening", Listen: []string{"[::]:8080"}, Backlog: 4096},
 		Listeners: []sockstat.Listener{{Addr: netip.MustParseAddrPort("[::]:8080")}},
 		Somaxconn: 4096, PortRange: [2]int{32768, 60999},
@@ -77,6 +79,8 @@ func TestGaps(t *testing.T) {
 			f.OpenFiles = map[int]int{10: 20000, 11: 20000}
 			f.ManagerHardNOFILE = 20000
 		}},
+		{"worker stopped by a signal", "progress", Problem, "kill -CONT 11", func(f *Facts) { f.ProcStates[11] = 'T' }},
+		{"worker hung", "progress", Problem, "systemctl kill -s SIGABRT clusterapp-worker@2.service", func(f *Facts) { f.Now = 104 * time.Second }},
 		{"overflows", "listen queue", Warning, "clusterapp scale", func(f *Facts) { f.Counters.Overflows = 3 }},
 		{"hardening weakened", "hardening", Problem, "systemctl cat", func(f *Facts) { f.WorkerProps["PrivateNetwork"] = false }},
 	} {

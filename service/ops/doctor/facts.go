@@ -7,9 +7,11 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/clusterapp/clusterapp/service/config"
 	"github.com/clusterapp/clusterapp/service/config/generator"
+	"github.com/clusterapp/clusterapp/service/ops/liveness"
 	"github.com/clusterapp/clusterapp/service/ops/sockstat"
 	"github.com/clusterapp/clusterapp/service/ops/units"
 )
@@ -38,6 +40,11 @@ type Facts struct {
 	ManagerHardNOFILE uint64 // PID 1's hard open-file limit
 	Counters          sockstat.ListenCounters
 	WorkerProps       map[string]any // clusterapp-worker@1.service
+	// ProcStates maps a worker PID to its /proc/PID/stat state letter.
+	ProcStates map[int]byte
+	// Now is CLOCK_MONOTONIC when the facts were gathered, the clock of
+	// the workers' last watchdog pings; 0 when unread.
+	Now time.Duration
 }
 
 // Systemd is what Gather asks systemd; *units.Client implements it.
@@ -50,7 +57,7 @@ type Systemd interface {
 
 // Gather collects Facts from systemd, /proc and the env file.
 func Gather(ctx context.Context, sd Systemd, envFile string) (Facts, error) {
-	f := Facts{EnvFile: envFile, OpenFiles: map[int]int{}}
+	f := Facts{EnvFile: envFile, OpenFiles: map[int]int{}, ProcStates: map[int]byte{}}
 	settings := generator.Read(envFile, config.ScaleFileFor(envFile))
 	f.ConfigError = strings.Join(settings.Problems, "; ")
 	f.Configured = settings.Workers(runtime.NumCPU())
@@ -97,8 +104,13 @@ func Gather(ctx context.Context, sd Systemd, envFile string) (Facts, error) {
 			if soft, _, err := OpenFileLimit(w.PID); err == nil {
 				f.OpenFiles[w.PID] = int(soft)
 			}
+			if state, err := liveness.ProcState(w.PID); err == nil {
+				f.ProcStates[w.PID] = state
+			}
 		}
 	}
+	// Read after the workers, so no ping systemd reported is newer than it.
+	f.Now, _ = liveness.Now() // unread: the pings' age is not judged
 	if _, hard, err := OpenFileLimit(1); err == nil {
 		f.ManagerHardNOFILE = hard
 	}
