@@ -18,7 +18,7 @@ func TestStatusWatchInATerminal(t *testing.T) {
 	b.Must("tmux", "new-session", "-d", "-s", "watch", "-x", "160", "-y", "30", "clusterapp status --watch; sleep 30")
 	defer b.Run("tmux", "kill-server")
 	wait := b.LoadAsync("/", "-c", "4", "-rate", "500", "-d", "6s")
-	row := regexp.MustCompile(`(?m)^([12])\s+active/running\s+\d+\s+(\d+)\s+\d+\s+(≤\S+)\s+\S+\s+0\s*$`)
+	row := regexp.MustCompile(`(?m)^([12])\s+active/running\s+\d+\s+(\d+)\s+\d+\s+(≤\S+)\s+\S+\s+0\s+ok\s*$`)
 	var screen string
 	b.Eventually(5*time.Second, "both workers with a request rate and a p99 on the screen", func() bool {
 		time.Sleep(300 * time.Millisecond)
