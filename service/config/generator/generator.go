@@ -13,9 +13,10 @@
 //     N = CLUSTERAPP_WORKERS or the number of CPUs. systemd 252 ignores
 //     .wants/ symlink folders for generated template instances in some
 //     cases; a Wants= drop-in is the form measured to work.
-//   - clusterapp-worker@1.service.d/50-first.conf, with N > 1: Before= on
-//     clusterapp-worker@2..N, so the worker a connection starts is up first
-//     (docs/benchmarks.md, "Worker 1 up first").
+//   - clusterapp-worker@K.service.d/50-first.conf for K = 2..N: an
+//     ExecStartPre= that waits, up to a second, while worker 1 starts, so
+//     the worker a connection starts is up first (package units, "Worker 1
+//     comes up first"; docs/benchmarks.md, "Worker 1 up first").
 //   - clusterapp.socket.d/50-env.conf, only when CLUSTERAPP_LISTEN or
 //     CLUSTERAPP_BACKLOG is set in the file: ListenStream= and Backlog=.
 //   - clusterapp-metrics.socket.d/50-env.conf, only when
@@ -67,6 +68,10 @@ const WorkerDefaultKey = config.Prefix + "_MAX_IN_FLIGHT"
 
 // stopMargin is added to CLUSTERAPP_SHUTDOWN_TIMEOUT for TimeoutStopSec=.
 const stopMargin = 10 * time.Second
+
+// Binary is the clusterapp command as the shipped worker unit runs it
+// (ExecStart=); the generator is a link to it.
+const Binary = "/usr/bin/clusterapp"
 
 // Settings is what the generator reads from the environment file.
 type Settings struct {
@@ -303,20 +308,21 @@ func (s Settings) Files(cpus int) (map[string]string, error) {
 	}
 	files[config.TargetUnit+".d/50-workers.conf"] = target
 
-	// The worker the socket starts comes up alone: the others are ordered
-	// after it, so on a cold start (boot, the first connection, a restart
-	// of the target) worker 1 does not share the CPUs with N-1 other
-	// hardened spawns before it answers the connection that started it.
-	// Ordering, not a requirement: a worker 1 that fails to start lets the
-	// others start. A worker restarted alone (a crash, the watchdog,
-	// `clusterapp rollout`) has no job to wait for. The order also holds
-	// on stop, reversed: worker 1 drains after the others.
-	if n := s.Workers(cpus); n > 1 {
-		first := unitfile.New(header).Section("Unit")
-		for i := 2; i <= n; i++ {
-			first.Set("Before", config.WorkerUnit(i))
-		}
-		files[config.WorkerUnit(1)+".d/50-first.conf"] = first
+	// The worker the socket starts comes up alone: on a cold start (boot,
+	// the first connection, a start of the target) the others wait in
+	// their own start job while worker 1 starts, so it does not share the
+	// CPUs with N-1 other hardened spawns before it answers the connection
+	// that started it. A wait, not an ordering: systemd orders every pair
+	// of jobs, so with Before= a worker 1 in a back-off, failing or hung
+	// before READY=1 held up every other worker's restart, and for good
+	// when it failed in a loop. The wait ends when worker 1 is up or has
+	// failed, or when its start is older than units.FirstLimit; a worker
+	// restarted alone (a crash, the watchdog, a rollout) finds worker 1
+	// active and starts at once. '+': the wait reads systemd's state as
+	// root, and its exec skips the unit's sandbox set-up.
+	for i := 2; i <= s.Workers(cpus); i++ {
+		files[config.WorkerUnit(i)+".d/50-first.conf"] = unitfile.New(header).Section("Service").
+			Set("ExecStartPre", fmt.Sprintf("-+%s await-first --instance %d", Binary, i))
 	}
 
 	switch {

@@ -63,8 +63,19 @@ func TestOneWorkerPerCPUByDefault(t *testing.T) {
 	if _, ok := files["clusterapp.socket.d/50-env.conf"]; ok {
 		t.Fatal("socket drop-in written although the file sets nothing for it")
 	}
-	if got := files["clusterapp-worker@1.service.d/50-first.conf"]; !strings.HasSuffix(got, "[Unit]\nBefore=clusterapp-worker@2.service\nBefore=clusterapp-worker@3.service\nBefore=clusterapp-worker@4.service\n") {
-		t.Fatalf("worker 1 is not ordered before the other workers:\n%s", got)
+	if _, ok := files["clusterapp-worker@1.service.d/50-first.conf"]; ok {
+		t.Fatal("worker 1 waits for itself")
+	}
+	for i := 2; i <= 4; i++ {
+		want := fmt.Sprintf("[Service]\nExecStartPre=-+/usr/bin/clusterapp await-first --instance %d\n", i)
+		if got := files[fmt.Sprintf("clusterapp-worker@%d.service.d/50-first.conf", i)]; !strings.HasSuffix(got, want) {
+			t.Fatalf("worker %d does not wait for worker 1:\n%s", i, got)
+		}
+	}
+	for unit, content := range files {
+		if strings.Contains(content, "Before=") {
+			t.Errorf("%s orders units (Before=): a worker 1 that cannot start would hold up the others' restarts:\n%s", unit, content)
+		}
 	}
 	svc := files["clusterapp-worker@.service.d/50-env.conf"]
 	for _, want := range []string{"WatchdogSec=10000ms", "TimeoutStopSec=30000ms", "LimitNOFILE=65536", "MemoryMax=infinity", `Environment="CLUSTERAPP_MAX_IN_FLIGHT=1"`} {
@@ -127,8 +138,10 @@ func TestExportLineIsSkippedNotFatal(t *testing.T) {
 	if got := files["clusterapp.target.d/50-workers.conf"]; strings.Count(got, "Wants=") != 1 {
 		t.Fatalf("target drop-in:\n%s", got)
 	}
-	if got, ok := files["clusterapp-worker@1.service.d/50-first.conf"]; ok {
-		t.Fatalf("one worker is ordered before others that do not exist:\n%s", got)
+	for unit := range files {
+		if strings.HasSuffix(unit, "50-first.conf") {
+			t.Fatalf("one worker waits for another: %s", unit)
+		}
 	}
 }
 
@@ -304,10 +317,14 @@ var injections = []string{
 	"8080\x00ExecStartPre=/bin/true",
 }
 
+// firstDropIn matches the drop-in of each worker 2..N, which allowed names
+// by worker 2's.
+var firstDropIn = regexp.MustCompile(`^clusterapp-worker@[0-9]+\.(service\.d/50-first\.conf)$`)
+
 // allowed are the directives each generated file may hold.
 var allowed = map[string]map[string]bool{
 	"clusterapp.target.d/50-workers.conf":         {"Wants": true},
-	"clusterapp-worker@1.service.d/50-first.conf": {"Before": true},
+	"clusterapp-worker@2.service.d/50-first.conf": {"ExecStartPre": true},
 	"clusterapp.socket.d/50-env.conf":             {"ListenStream": true, "Backlog": true},
 	"clusterapp-worker@.service.d/50-env.conf":    {"Environment": true, "WatchdogSec": true, "TimeoutStopSec": true, "LimitNOFILE": true, "MemoryHigh": true, "MemoryMax": true, "UnsetEnvironment": true},
 }
@@ -329,7 +346,7 @@ func TestInjectionCorpus(t *testing.T) {
 					k, _, isDirective := strings.Cut(line, "=")
 					switch {
 					case strings.HasPrefix(line, "# "), line == "[Unit]", line == "[Socket]", line == "[Service]":
-					case !isDirective || !allowed[rel][k]:
+					case !isDirective || !allowed[firstDropIn.ReplaceAllString(rel, "clusterapp-worker@2.$1")][k]:
 						t.Errorf("%s: %s holds %q", strings.TrimSpace(body), rel, line)
 					}
 				}
