@@ -75,6 +75,7 @@ func firing(t *testing.T, b *sandbox.Box, alert string) bool {
 // alerts stay quiet while the pool is healthy and fire for a stopped
 // worker and for a watchdog kill.
 func TestPrometheusScrapesThePool(t *testing.T) {
+	sandbox.SkipUnlessBoxes(t)
 	if _, err := exec.LookPath("prometheus"); err != nil {
 		t.Fatal("needs Debian's prometheus package (apt-get install prometheus; make test installs it)")
 	}

@@ -38,6 +38,16 @@ type Box struct {
 
 var boxSeq atomic.Int32
 
+// SkipUnlessBoxes skips t as New would when boxes cannot run here (not
+// root, no systemd, -short): for a test that checks its own tools before
+// it boots one, so that -short skips it rather than failing on a tool.
+func SkipUnlessBoxes(t T) {
+	t.Helper()
+	if skipReason != "" {
+		t.Skip(skipReason)
+	}
+}
+
 // New boots a box and prepares it as Driver.Up does; it skips t when boxes
 // cannot run here (see Main). The box is powered off at cleanup; on
 // failure its journal is logged first.
