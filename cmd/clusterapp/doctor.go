@@ -16,8 +16,10 @@ func newDoctorCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Check that the configuration is in effect; exit 1 with fixes when not",
-		Long: `Check that the configuration is in effect: sysctls, limits, the socket, the workers,
-the hardening of the units, and listening ports inside the ephemeral port range.
+		Long: `Check that the configuration is in effect: sysctls, limits, the socket, the workers
+(running, and making progress: none stopped by a signal or without a watchdog ping for
+half of WatchdogSec), the hardening of the units, and listening ports inside the
+ephemeral port range.
 Each finding is ok, warning or problem; a problem comes with its fix and makes
 doctor exit 1. Needs root.`,
 		Example: `  clusterapp doctor

@@ -67,11 +67,13 @@ func newStatusCommand() *cobra.Command {
 		Short: "One line per worker, and the socket's accept queue",
 		Long: `One line per worker, from systemd (state, PID, uptime, restarts, memory, CPU), from
 the worker itself (requests served by this process and in flight) and from the pool's
-metrics table (requests answered across restarts); then clusterapp.socket and the
-connections waiting in its accept queue.
+metrics table (requests answered across restarts), and its health: STOPPED (stopped
+by a signal or a debugger) or STALLED (no watchdog ping for half of WatchdogSec: hung),
+which systemd still calls active/running until its watchdog fires, explained under the
+table; then clusterapp.socket and the connections waiting in its accept queue.
 
 --watch redraws a live view every second until Ctrl-C: requests per second, in
-flight, p99 latency, memory and restarts per worker.
+flight, p99 latency, memory, restarts and health per worker.
 
 Root reads systemd's private socket; members of the adm or systemd-journal group
 read over the D-Bus system bus.`,
