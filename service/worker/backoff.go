@@ -2,8 +2,10 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"syscall"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/clusterapp/clusterapp/service/worker/crashloop"
 	"github.com/clusterapp/clusterapp/service/worker/logging"
+	"github.com/clusterapp/clusterapp/service/worker/metrics"
 	"github.com/clusterapp/clusterapp/service/worker/notify"
 	"github.com/sirupsen/logrus"
 )
@@ -32,6 +35,19 @@ func (e env) arrived(name string) error {
 		return nil
 	}
 	return crashloop.NewUnreached(e.runtimeDir, name).Arrived()
+}
+
+// countStart counts this process's start in the pool's metrics table when
+// it will not serve (a configuration it refuses), so it claims no slot and
+// is not counted there as a start (metrics.RecordStart). Nothing to count
+// into before any worker has built the table.
+func (e env) countStart(opts Options, log *logrus.Entry) {
+	if e.runtimeDir == "" {
+		return
+	}
+	if err := metrics.RecordStart(e.runtimeDir, Labels(opts.Routes), opts.Name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		log.WithError(err).Warn("start not counted in the metrics table: " + err.Error())
+	}
 }
 
 // configLog is a worker's logger while its configuration is invalid, so

@@ -30,7 +30,8 @@ import (
 // into.
 //
 // When this process ended before the worker's code ran
-// (crashloop.Unreached), it waits crashloop.UnreachedDelay before it
+// (crashloop.Unreached), it counts its start (metrics.RecordStart: the
+// process claimed no slot), and waits crashloop.UnreachedDelay before it
 // returns, and so before systemd restarts the unit, and says so in the
 // journal (MESSAGE_ID= logging.MsgUnreachedBackOff). SIGTERM, SIGINT or the
 // end of ctx end the wait.
@@ -43,24 +44,32 @@ func RecordExit(ctx context.Context, name string, routes Routes, stderr io.Write
 	if err := metrics.RecordExit(dir, Labels(routes), name, result); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		errs = append(errs, fmt.Errorf("exited: %w", err))
 	}
-	if err := paceUnreached(ctx, dir, name, stderr); err != nil {
+	n, err := crashloop.NewUnreached(dir, name).Ended()
+	if err != nil {
 		errs = append(errs, fmt.Errorf("exited: %w", err))
 	}
+	if n > 0 {
+		// The process never reached the worker, so it claimed no slot:
+		// count its start here.
+		if err := metrics.RecordStart(dir, Labels(routes), name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("exited: %w", err))
+		}
+	}
+	paceUnreached(ctx, n, name, stderr)
 	return errors.Join(errs...)
 }
 
-// paceUnreached counts the end of worker name's process against the
-// starts that did not reach the worker, and waits when it is one of a loop.
-func paceUnreached(ctx context.Context, dir, name string, stderr io.Writer) error {
+// paceUnreached waits when the end of worker name's process is the nth in
+// a row of starts that did not reach the worker (crashloop.Unreached).
+func paceUnreached(ctx context.Context, n int, name string, stderr io.Writer) {
+	wait := crashloop.UnreachedDelay(n)
+	if wait <= 0 {
+		return
+	}
 	// Caught before the line that says it waits, as in slowCrashLoop.
 	sigc := make(chan os.Signal, 1)
 	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigc)
-	n, err := crashloop.NewUnreached(dir, name).Ended()
-	wait := crashloop.UnreachedDelay(n)
-	if wait <= 0 {
-		return err
-	}
 	ended := fmt.Sprintf("code=%s, status=%s", os.Getenv("EXIT_CODE"), os.Getenv("EXIT_STATUS"))
 	starts := "1 start"
 	if n > 1 {
@@ -76,5 +85,4 @@ func paceUnreached(ctx context.Context, dir, name string, stderr io.Writer) erro
 	case <-sigc:
 	case <-ctx.Done():
 	}
-	return err
 }

@@ -111,6 +111,7 @@ func Run(ctx context.Context, opts Options) error {
 		// Said at once, then the back-off wait: an operator reading the
 		// journal must not wait up to 30 s for the reason.
 		configLog(opts.Name, opts.Stderr).WithFields(logging.Event(logging.MsgInvalidConfig)).Error(refused.Error())
+		env.countStart(opts, configLog(opts.Name, opts.Stderr))
 		slowCrashLoop(ctx, env, opts.Name, refused, opts.Stderr)
 		return &ConfigError{Err: refused, Logged: true}
 	}

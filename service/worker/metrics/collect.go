@@ -190,8 +190,10 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	live, desired, newest := 0, uint64(0), int64(0)
 	now := m.clock()
+	isLive := make(map[int]bool)
 	m.eachLive(func(slot int) {
 		live++
+		isLive[slot] = true
 		v := func(w int) uint64 { return atomic.LoadUint64(&m.words[slot*m.lay.perSlot+w]) }
 		if start := int64(v(wStartNs)); start >= newest {
 			newest, desired = start, v(wDesired)
@@ -203,6 +205,7 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 			desired = uint64(n)
 		}
 	}
+	c.collectDown(ch, isLive, desired)
 	ch <- prometheus.MustNewConstMetric(dPoolWorkers, prometheus.GaugeValue, float64(live))
 	ch <- prometheus.MustNewConstMetric(dDesired, prometheus.GaugeValue, float64(desired))
 	ch <- prometheus.MustNewConstMetric(dBuild, prometheus.GaugeValue, 1, m.opts.Version, runtime.Version())
@@ -211,6 +214,31 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(dQueueLimit, prometheus.GaugeValue, float64(q.limit), q.addr)
 	}
 	ch <- prometheus.MustNewConstMetric(dQueueFull, prometheus.CounterValue, float64(atomic.LoadUint64(m.pool(pFullNs)))/1e9)
+}
+
+// collectDown exports the starts and exits of each configured worker that
+// is down but has started before (a slot up to desired that no process
+// holds, with starts counted): a worker failing in a loop before it serves
+// (a setting it refuses, a process that never reaches the worker) claims
+// no slot, and without these series the restarts alert could not see it.
+// Its other series (ready, in flight, ...) are a live process's, and are
+// absent; clusterapp_pool_workers below desired says it is down.
+func (c poolCollector) collectDown(ch chan<- prometheus.Metric, isLive map[int]bool, desired uint64) {
+	m := c.m
+	if !m.shared {
+		return
+	}
+	for slot := 0; slot < min(int(desired), Slots); slot++ {
+		v := func(w int) uint64 { return atomic.LoadUint64(&m.words[slot*m.lay.perSlot+w]) }
+		if isLive[slot] || v(wStarts) == 0 {
+			continue
+		}
+		name := strconv.Itoa(slot + 1)
+		ch <- prometheus.MustNewConstMetric(dStarts, prometheus.CounterValue, float64(v(wStarts)), name)
+		for i, r := range ExitResults {
+			ch <- prometheus.MustNewConstMetric(dExits, prometheus.CounterValue, float64(v(wExits+i)), name, r)
+		}
+	}
 }
 
 func (c poolCollector) collectSlot(ch chan<- prometheus.Metric, slot int, v func(int) uint64, h heartbeat) {

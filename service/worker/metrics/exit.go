@@ -15,6 +15,29 @@ import (
 // after it. It only adds to a table a worker built (shm.OpenExisting): the
 // command runs as root, and a file it built would be unusable by the workers.
 func RecordExit(dir string, routes []string, worker, result string) error {
+	i := len(ExitResults) - 1 // other
+	for j, name := range ExitResults {
+		if name == result {
+			i = j
+		}
+	}
+	return addToSlot(dir, routes, worker, wExits+i)
+}
+
+// RecordStart counts one start of worker number's process in the pool's
+// table in dir without claiming its slot, for a process that stops before
+// it serves and so never claims it: a worker refusing its configuration,
+// or (counted by ExecStopPost=) a process that ended before the worker's
+// code ran. Then clusterapp_worker_starts_total counts a crash loop of
+// either kind, and the shipped ClusterappWorkerRestarting alert sees it.
+// Like RecordExit, it only adds to a table a worker built.
+func RecordStart(dir string, routes []string, worker string) error {
+	return addToSlot(dir, routes, worker, wStarts)
+}
+
+// addToSlot adds one to the word of worker number's slot in the pool's
+// table in dir.
+func addToSlot(dir string, routes []string, worker string, word int) error {
 	n, err := strconv.Atoi(worker)
 	if err != nil || n < 1 || n > Slots {
 		return fmt.Errorf("worker %q: expected a worker number from 1 to %d", worker, Slots)
@@ -25,13 +48,7 @@ func RecordExit(dir string, routes []string, worker, result string) error {
 		return fmt.Errorf("metrics table: %w", err)
 	}
 	defer r.Close()
-	i := len(ExitResults) - 1 // other
-	for j, name := range ExitResults {
-		if name == result {
-			i = j
-		}
-	}
-	atomic.AddUint64(&r.Words()[(n-1)*lay.perSlot+wExits+i], 1)
+	atomic.AddUint64(&r.Words()[(n-1)*lay.perSlot+word], 1)
 	return nil
 }
 

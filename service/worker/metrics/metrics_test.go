@@ -103,7 +103,8 @@ func TestOneScrapeShowsThePool(t *testing.T) {
 }
 
 // A restarted worker continues its counters; while it is gone, its series
-// leave the scrape and the pool counts one worker fewer.
+// leave the scrape but its starts and exits, and the pool counts one
+// worker fewer.
 func TestRestartContinuesCounters(t *testing.T) {
 	dir := t.TempDir()
 	w1, _ := newWorker(t, dir, "1")
@@ -112,8 +113,14 @@ func TestRestartContinuesCounters(t *testing.T) {
 	if err := w2.Close(); err != nil { // the process is gone: the kernel drops its claim
 		t.Fatal(err)
 	}
-	if s := scrape(t, w1); strings.Contains(s, `worker="2"`) {
-		t.Errorf("a stopped worker's series are still scraped:\n%s", s)
+	s := scrape(t, w1)
+	for _, series := range []string{`clusterapp_http_requests_total{code="200",route="/",worker="2"}`, `clusterapp_worker_ready{worker="2"}`, `clusterapp_worker_start_time_seconds{worker="2"}`} {
+		if strings.Contains(s, series) {
+			t.Errorf("a stopped worker's %s is still scraped:\n%s", series, s)
+		}
+	}
+	if got := value(t, w1, "clusterapp_worker_starts_total", `worker="2"`); got != 1 {
+		t.Errorf("a stopped worker's starts = %v, want 1, still scraped", got)
 	}
 	if got := value(t, w1, "clusterapp_pool_workers", ""); got != 1 {
 		t.Errorf("pool workers = %v, want 1", got)
@@ -189,6 +196,46 @@ func TestRecordExit(t *testing.T) {
 	}
 	if err := RecordExit(dir, routes, "pid-3", "watchdog"); err == nil || !strings.Contains(err.Error(), "worker number") {
 		t.Errorf("a worker name that is no number: %v", err)
+	}
+}
+
+// A worker that never serves (it refuses its configuration, or its process
+// never reaches the worker) claims no slot but counts its starts, and a
+// configured worker that is down keeps its starts and exits in the scrape:
+// the restarts alert sees a crash loop that never gets to serve. A slot
+// beyond the configured workers (scaled down) is not scraped.
+func TestStartsOfAWorkerThatNeverServes(t *testing.T) {
+	dir := t.TempDir()
+	if err := RecordStart(dir, routes, "2"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("before any worker built the table: %v, want fs.ErrNotExist (it builds none)", err)
+	}
+	w1, _ := newWorker(t, dir, "1") // Desired: 2
+	for range 3 {
+		if err := RecordStart(dir, routes, "2"); err != nil {
+			t.Fatal(err)
+		}
+		if err := RecordExit(dir, routes, "2", "exit-code"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := RecordStart(dir, routes, "3"); err != nil {
+		t.Fatal(err)
+	}
+	if got := value(t, w1, "clusterapp_worker_starts_total", `worker="2"`); got != 3 {
+		t.Errorf("starts of worker 2, which never served = %v, want 3", got)
+	}
+	if got := value(t, w1, "clusterapp_worker_exits_total", `result="exit-code",worker="2"`); got != 3 {
+		t.Errorf("exits of worker 2 = %v, want 3", got)
+	}
+	s := scrape(t, w1)
+	if strings.Contains(s, `clusterapp_worker_ready{worker="2"}`) || strings.Contains(s, `worker="3"`) {
+		t.Errorf("a down worker's gauges, or a worker beyond the 2 configured, are scraped:\n%s", s)
+	}
+	if got := value(t, w1, "clusterapp_pool_workers", ""); got != 1 {
+		t.Errorf("pool workers = %v, want 1", got)
+	}
+	if err := RecordStart(dir, routes, "0"); err == nil || !strings.Contains(err.Error(), "worker number") {
+		t.Errorf("worker 0: %v", err)
 	}
 }
 
