@@ -52,8 +52,16 @@ func TestPoolOneWorkerPerCPU(t *testing.T) {
 func TestPoolSizeFromEnvFile(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=3\n"})
 	b.Start(3)
-	if got := b.Show(config.WorkerUnit(1), "Before"); !strings.Contains(" "+got+" ", " "+config.WorkerUnit(2)+" ") || !strings.Contains(" "+got+" ", " "+config.WorkerUnit(3)+" ") {
-		t.Fatalf("%s is not ordered before the other workers: Before=%s", config.WorkerUnit(1), got)
+	// Workers 2 and 3 wait for worker 1 (the generator's ExecStartPre=),
+	// and nothing is ordered after it: its failures hold up no one.
+	for i, want := range []bool{false, true, true} {
+		u := config.WorkerUnit(i + 1)
+		if got := b.Show(u, "ExecStartPre"); strings.Contains(got, "await-first") != want {
+			t.Fatalf("%s ExecStartPre=%s: want await-first %v", u, got, want)
+		}
+	}
+	if got := b.Show(config.WorkerUnit(1), "Before"); strings.Contains(got, "clusterapp-worker@") {
+		t.Fatalf("%s is ordered before other workers: Before=%s", config.WorkerUnit(1), got)
 	}
 	monotonic := func(unit, prop string) uint64 {
 		v, err := strconv.ParseUint(b.Show(unit, prop), 10, 64)
