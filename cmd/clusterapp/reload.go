@@ -69,7 +69,7 @@ func runReload(ctx context.Context, maxUnavailable int, timeout time.Duration, s
 	// The pool's size first: after an edit of CLUSTERAPP_WORKERS and a
 	// daemon-reload the target wants other workers than run. A wanted
 	// worker that is not active (a new one, or one waiting in its back-off
-	// before exiting, which would hold up the restarts ordered after it) is
+	// before exiting, with a file the operator has since fixed) is
 	// restarted before the others are touched, which ends its wait; the
 	// running ones are then restarted in turn, and those no longer wanted
 	// drained and stopped last.
