@@ -164,6 +164,12 @@ func checkWorkers(f Facts) []Finding {
 		}
 	}
 	switch {
+	case len(down) > 0 && f.Socket.ActiveState != "active":
+		// The workers require the socket: starting them fails until the
+		// socket finding above is fixed, and starting the socket brings
+		// them (the first connection starts the pool).
+		out = append(out, bad(Problem, name, fmt.Sprintf("%s configured, %d running; not running: %s, and they cannot start while %s is %s", plural(f.Configured, "worker", "workers"), f.Configured-len(down), join(down), config.SocketUnit, f.Socket.ActiveState),
+			"fix the socket first (the \"socket\" finding); once it listens, the first connection starts the pool, or systemctl start "+config.TargetUnit))
 	case len(down) > 0:
 		out = append(out, bad(Problem, name, fmt.Sprintf("%s configured, %d running; not running: %s", plural(f.Configured, "worker", "workers"), f.Configured-len(down), join(down)),
 			"systemctl start "+config.TargetUnit+" (starts every configured worker; see clusterapp status and clusterapp logs for why one stopped)"))

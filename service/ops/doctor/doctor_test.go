@@ -69,6 +69,10 @@ func TestGaps(t *testing.T) {
 			f.AllListeners = []sockstat.Listener{{Addr: netip.MustParseAddrPort("127.0.0.1:11211")}, {Addr: netip.MustParseAddrPort("0.0.0.0:22")}}
 		}},
 		{"worker stopped", "workers", Problem, "systemctl start clusterapp.target", func(f *Facts) { f.Workers[1].ActiveState = "inactive" }},
+		{"workers down with the socket", "workers", Problem, "fix the socket first", func(f *Facts) {
+			f.Socket.ActiveState, f.Listeners = "failed", nil
+			f.Workers[0].ActiveState, f.Workers[1].ActiveState = "inactive", "inactive"
+		}},
 		{"surplus worker", "workers", Warning, "clusterapp scale 1", func(f *Facts) {
 			f.Configured = 1
 			f.Wanted = f.Wanted[:1]
