@@ -93,6 +93,7 @@ func (p protection) apply(o *StackOptions, m *metrics.Metrics) Tools {
 		MaxInFlight: p.maxInFlight, Wait: p.cfg.AdmissionWait, RetryAfter: time.Second,
 		Exempt: Unprotected, Observer: m,
 	})
+	o.StuckAfter = stuckAfter(p.cfg)
 	if p.limiter != nil {
 		trusted, _ := config.ParsePrefixes(p.cfg.TrustedProxies) // validated by config.Load
 		exempt := map[string]bool{}
@@ -152,4 +153,22 @@ func (p protection) tableMode() string {
 		return string(ratelimit.ModeLocal)
 	}
 	return ""
+}
+
+// stuckGrace is what stuckAfter allows a request cut at its deadline to
+// return (a computation notices its cancelled context within milliseconds).
+const stuckGrace = 2 * time.Second
+
+// stuckAfter is how long a request may hold its admission slot while it can
+// still be answered: the write deadline net/http sets from the end of the
+// headers (CLUSTERAPP_WRITE_TIMEOUT), or the computing routes' deadline
+// (CLUSTERAPP_REQUEST_TIMEOUT) when longer, since those run until it even
+// past the write deadline; plus stuckGrace. 0 when CLUSTERAPP_WRITE_TIMEOUT
+// is 0: nothing then bounds a request that is not computing, so holding a
+// slot long proves nothing.
+func stuckAfter(cfg config.Config) time.Duration {
+	if cfg.WriteTimeout <= 0 {
+		return 0
+	}
+	return max(cfg.WriteTimeout, cfg.RequestTimeout) + stuckGrace
 }

@@ -33,6 +33,13 @@ type StackOptions struct {
 	// Protection, each optional (nil: off).
 	RateLimit *ratelimit.Guard
 	Admission *admission.Limiter
+	// StuckAfter is the longest a request may hold an admission slot while
+	// it can still be answered (run applies CLUSTERAPP_WRITE_TIMEOUT or
+	// CLUSTERAPP_REQUEST_TIMEOUT, the longer). When every slot has been held
+	// longer with no request finishing, /healthz answers 503, so the
+	// watchdog stops pinging and systemd restarts the worker. 0 (the
+	// default): never, as no request's end is bounded.
+	StuckAfter time.Duration
 }
 
 // Stack is the handler stack a request passes through, outermost first:
@@ -140,7 +147,24 @@ func (s *Stack) accessLog(next http.Handler) http.Handler {
 // healthz is liveness: the worker's handler stack answers. The watchdog
 // probes this route in-process, so a worker that cannot answer it stops
 // pinging systemd.
+//
+// It is exempt from admission control, so it answers while a worker is busy
+// with every slot taken. That must not hide handlers that hold every slot
+// and never return (a deadlock of theirs alone): the worker then answers
+// every client 503 after CLUSTERAPP_ADMISSION_WAIT, for good, while the
+// probe passed and the watchdog was fed. So liveness also fails once every
+// slot has been held longer than any request may run (StuckAfter) with
+// none finishing: busy requests end or are cut by then, stuck ones do not.
 func (s *Stack) healthz(w http.ResponseWriter, _ *http.Request) {
+	if s.opts.Admission != nil && s.opts.StuckAfter > 0 {
+		if held := s.opts.Admission.Stalled(s.opts.Now()); held > s.opts.StuckAfter {
+			slots := s.opts.Admission.Slots().Slots
+			Error(w, http.StatusServiceUnavailable, fmt.Sprintf(
+				"stuck: all %d admission slots (CLUSTERAPP_MAX_IN_FLIGHT) held for %s with no request finishing, longer than a request may run (%s: CLUSTERAPP_WRITE_TIMEOUT or CLUSTERAPP_REQUEST_TIMEOUT)",
+				slots, held.Round(time.Second), s.opts.StuckAfter), map[string]any{"worker": s.opts.Name})
+			return
+		}
+	}
 	JSON(w, http.StatusOK, map[string]any{"status": "ok", "worker": s.opts.Name})
 }
 
@@ -164,8 +188,15 @@ func (s *Stack) crash(http.ResponseWriter, *http.Request) {
 }
 
 // hang takes the state lock and never releases it. Every request after it
-// (health probe included) blocks behind it, like a real deadlock.
-func (s *Stack) hang(http.ResponseWriter, *http.Request) {
+// (health probe included) blocks behind it, like a real deadlock. With
+// ?slot=1 it wedges only itself: the request never returns and keeps its
+// admission slot, like a handler deadlocked on a lock of its own, while
+// the stack (and /healthz) still answers.
+func (s *Stack) hang(_ http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Get("slot") == "1" {
+		s.opts.Log.Warn("wedging one request on " + hangPath + "?slot=1: it holds its admission slot for good")
+		select {} // never returns, whatever its context says
+	}
 	s.opts.Log.Warn("wedging the worker on request to " + hangPath + ": every request will now block")
 	s.state.Lock()
 	select {} // hold the lock forever; the request is never answered

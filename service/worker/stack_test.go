@@ -9,9 +9,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/clusterapp/clusterapp/service/config"
 	"github.com/clusterapp/clusterapp/service/worker/admission"
 	"github.com/clusterapp/clusterapp/service/worker/metrics"
 	"github.com/sirupsen/logrus"
@@ -342,4 +344,89 @@ func requests(t *testing.T, m *metrics.Metrics, route, code string) float64 {
 		}
 	}
 	return 0
+}
+
+// A request that never returns (/debug/hang?slot=1, a handler deadlocked on
+// its own) keeps its admission slot while the stack still answers: with the
+// only slot held, /healthz passes as long as a request may still be running
+// (StuckAfter), so a worker that is only busy is not killed, and fails after
+// it, so the watchdog stops pinging a worker that answers every client 503.
+func TestHealthFailsOnceEverySlotIsStuck(t *testing.T) {
+	lim := admission.New(admission.Options{MaxInFlight: 1, Exempt: Unprotected})
+	now := time.Unix(1000, 0)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	s, _ := newStack(t, func(o *StackOptions) {
+		o.Admission, o.DebugEndpoints, o.StuckAfter, o.Now = lim, true, time.Minute, clock
+	})
+	go do(s, "GET", "/debug/hang?slot=1")
+	deadline := time.Now().Add(10 * time.Second)
+	for lim.InFlight() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if rec := do(s, "GET", "/hello"); rec.Code != 503 {
+		t.Fatalf("/hello with the only slot held: %d", rec.Code)
+	}
+	for _, step := range []time.Duration{0, 30 * time.Second, 30 * time.Second} {
+		advance(step)
+		if rec := do(s, "GET", "/healthz"); rec.Code != 200 {
+			t.Fatalf("/healthz with the slot held for up to StuckAfter: %d %s", rec.Code, rec.Body)
+		}
+	}
+	advance(time.Second)
+	rec := do(s, "GET", "/healthz")
+	if rec.Code != 503 || !strings.Contains(rec.Body.String(), "all 1 admission slots") || !strings.Contains(rec.Body.String(), "CLUSTERAPP_WRITE_TIMEOUT") {
+		t.Fatalf("/healthz with the only slot held past StuckAfter: %d %s", rec.Code, rec.Body)
+	}
+	// The stack itself is not wedged: the server's in-process probe says why it fails.
+	if rec := do(s, "GET", "/readyz"); rec.Code != 200 {
+		t.Fatalf("/readyz: %d", rec.Code)
+	}
+}
+
+// A worker whose only slot is taken by one long request after another is
+// busy, not stuck: each request that finishes starts the count over.
+func TestHealthPassesWhileRequestsFinish(t *testing.T) {
+	lim := admission.New(admission.Options{MaxInFlight: 1, Exempt: Unprotected})
+	now := time.Unix(1000, 0)
+	s, _ := newStack(t, func(o *StackOptions) {
+		o.Admission, o.StuckAfter, o.Now = lim, time.Minute, func() time.Time { return now }
+	})
+	for range 5 {
+		release, finished := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(finished)
+			lim.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release })).
+				ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/x", nil))
+		}()
+		for lim.InFlight() == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		for range 2 {
+			if rec := do(s, "GET", "/healthz"); rec.Code != 200 {
+				t.Fatalf("/healthz while busy: %d %s", rec.Code, rec.Body)
+			}
+			now = now.Add(50 * time.Second) // each request holds its slot 100 s in all, longer than StuckAfter
+		}
+		close(release)
+		<-finished
+	}
+}
+
+// Without a bound on requests (StuckAfter 0: CLUSTERAPP_WRITE_TIMEOUT=0),
+// a held slot never fails liveness.
+func TestStuckAfter(t *testing.T) {
+	for _, tc := range []struct {
+		write, request, want time.Duration
+	}{
+		{time.Minute, 30 * time.Second, time.Minute + stuckGrace},
+		{10 * time.Second, 30 * time.Second, 30*time.Second + stuckGrace},
+		{0, 30 * time.Second, 0},
+	} {
+		cfg := config.Config{WriteTimeout: tc.write, RequestTimeout: tc.request}
+		if got := stuckAfter(cfg); got != tc.want {
+			t.Errorf("WRITE_TIMEOUT %v, REQUEST_TIMEOUT %v: stuckAfter %v, want %v", tc.write, tc.request, got, tc.want)
+		}
+	}
 }

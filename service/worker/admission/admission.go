@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -47,6 +48,14 @@ type Limiter struct {
 	exempt     map[string]bool
 	obs        Observer
 	now        func() time.Time
+	stall      stallLook // what Stalled saw last
+}
+
+// stallLook is Stalled's memory between calls.
+type stallLook struct {
+	mu       sync.Mutex
+	released uint64    // finished requests at since
+	since    time.Time // the first look that found every slot taken after released; zero when the last look found one free
 }
 
 // Options configure a Limiter.
@@ -217,3 +226,29 @@ func (l *Limiter) WatchLong(hold time.Duration) { l.watch.Store(int64(max(hold, 
 // looks see only short requests, instead of ticking: the end of the first
 // long request ends its quiet period.
 func (l *Limiter) Long() <-chan struct{} { return l.long }
+
+// Stalled reports for how long every slot has been taken with no admitted
+// request finishing, as its calls saw it: 0 when a slot is free or a
+// request finished since the last call, otherwise the time since the first
+// call that found the slots in that state. Every request holding a slot
+// then has held it at least that long, since none could take one without a
+// release. It reads no clock of its own (now is the caller's) and costs the
+// requests nothing: the watchdog's health probe calls it, so a worker whose
+// handlers hold every slot and never return (a deadlock of the handlers
+// alone: /healthz, exempt from admission, still answers) can be told from
+// one that is only busy.
+func (l *Limiter) Stalled(now time.Time) time.Duration {
+	released := l.released.Load()
+	full := len(l.slots) == cap(l.slots)
+	l.stall.mu.Lock()
+	defer l.stall.mu.Unlock()
+	switch {
+	case !full:
+		l.stall.since = time.Time{}
+	case l.stall.since.IsZero() || released != l.stall.released:
+		l.stall.released, l.stall.since = released, now
+	default:
+		return now.Sub(l.stall.since)
+	}
+	return 0
+}

@@ -241,3 +241,48 @@ func TestLongHoldsSignalled(t *testing.T) {
 		t.Fatalf("slots after 6 requests: %+v, want none in flight and 6 released", got)
 	}
 }
+
+// Stalled counts only while every slot stays taken with no request
+// finishing: a free slot or a finished request starts it over, so a busy
+// worker whose requests end never looks stalled, and one whose requests
+// never end does, for as long as its looks have seen it so.
+func TestStalled(t *testing.T) {
+	lim := New(Options{MaxInFlight: 2})
+	t0 := time.Unix(1000, 0)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	hold := func() (release func()) {
+		done, running := make(chan struct{}), make(chan struct{})
+		finished := make(chan struct{})
+		go func() {
+			defer close(finished)
+			lim.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { close(running); <-done })).
+				ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/x", nil))
+		}()
+		<-running
+		return func() { close(done); <-finished }
+	}
+	check := func(s int, want time.Duration) {
+		t.Helper()
+		if got := lim.Stalled(at(s)); got != want {
+			t.Fatalf("Stalled at %ds = %v, want %v", s, got, want)
+		}
+	}
+	check(0, 0) // idle
+	first := hold()
+	check(1, 0) // one slot free
+	second := hold()
+	check(2, 0) // every slot taken: counting from here
+	check(5, 3*time.Second)
+	first() // a request finished...
+	third := hold()
+	check(6, 0) // ...so the slots are taken again, by a newer request
+	check(9, 3*time.Second)
+	third()
+	check(10, 0) // a slot free
+	fourth := hold()
+	check(11, 0)
+	check(40, 29*time.Second)
+	second()
+	fourth()
+	check(41, 0)
+}

@@ -1,9 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/clusterapp/clusterapp/service/worker/probe"
@@ -25,15 +25,21 @@ func (s *Server) Probe(ctx context.Context) error {
 		rec.status = http.StatusOK // a handler that writes nothing answers 200
 	}
 	if rec.status != http.StatusOK {
-		return fmt.Errorf("GET %s answered %d", probe.Path, rec.status)
+		// The body says why (/healthz's error), for the watchdog's log line.
+		return fmt.Errorf("GET %s answered %d: %s", probe.Path, rec.status, bytes.TrimSpace(rec.body))
 	}
 	return nil
 }
 
-// recorder is a minimal http.ResponseWriter that keeps the status.
+// maxProbeBody is how much of a failed probe's answer its error quotes.
+const maxProbeBody = 1024
+
+// recorder is a minimal http.ResponseWriter that keeps the status and the
+// start of the body.
 type recorder struct {
 	header http.Header
 	status int
+	body   []byte
 }
 
 func (r *recorder) Header() http.Header { return r.header }
@@ -46,5 +52,6 @@ func (r *recorder) WriteHeader(code int) {
 
 func (r *recorder) Write(b []byte) (int, error) {
 	r.WriteHeader(http.StatusOK)
-	return io.Discard.Write(b)
+	r.body = append(r.body, b[:min(len(b), maxProbeBody-len(r.body))]...)
+	return len(b), nil
 }

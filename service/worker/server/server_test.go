@@ -251,8 +251,13 @@ func TestProbeGoesThroughHandlerAndIsNotCounted(t *testing.T) {
 	if seen.Load() != 1 || s.Stats().Served != 0 {
 		t.Fatalf("handler saw %d probes, served=%d", seen.Load(), s.Stats().Served)
 	}
-	s2, _ := newServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) }))
-	if err := s2.Probe(context.Background()); err == nil || !strings.Contains(err.Error(), "503") {
+	s2, _ := newServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(503)
+		io.WriteString(w, `{"error":"stuck: all 2 admission slots held"}`+"\n")
+		io.WriteString(w, strings.Repeat("x", 4096)) // quoted up to a bound
+	}))
+	err := s2.Probe(context.Background())
+	if err == nil || !strings.Contains(err.Error(), `answered 503: {"error":"stuck: all 2 admission slots held"}`) || len(err.Error()) > 1200 {
 		t.Fatalf("probe of an unhealthy handler: %v", err)
 	}
 }
