@@ -47,6 +47,7 @@ func TestLoadGoodValues(t *testing.T) {
 		{"CLUSTERAPP_RATE_LIMIT", "0.5", func(c Config) bool { return c.RateLimit == 0.5 }},
 		{"CLUSTERAPP_RATE_LIMIT", "1e3", func(c Config) bool { return c.RateLimit == 1000 }},
 		{"CLUSTERAPP_RATE_LIMIT", ".5", func(c Config) bool { return c.RateLimit == 0.5 }},
+		{"CLUSTERAPP_RATE_LIMIT", "0.001", func(c Config) bool { return c.RateLimit == MinRateLimit }},
 		{"CLUSTERAPP_WORKERS", "+2", func(c Config) bool { return c.Workers == 2 }},
 		{"CLUSTERAPP_WORKERS", "0", func(c Config) bool { return c.Workers == 0 }},
 	} {
@@ -88,7 +89,9 @@ func TestLoadBadValues(t *testing.T) {
 		{"CLUSTERAPP_READ_HEADER_TIMEOUT", "0", "a positive duration"},
 		{"CLUSTERAPP_WATCHDOG_SEC", "100ms", "from 1s to 1h"},
 		{"CLUSTERAPP_TRUSTED_PROXIES", "10.0.0.0/33", "CIDR prefixes"},
-		{"CLUSTERAPP_RATE_LIMIT", "-1", "from 0 (off)"},
+		{"CLUSTERAPP_RATE_LIMIT", "-1", "0 (off), or from 0.001"},
+		{"CLUSTERAPP_RATE_LIMIT", "0.0001", "0 (off), or from 0.001"},
+		{"CLUSTERAPP_RATE_LIMIT", "1e-12", "0 (off), or from 0.001"},
 		{"CLUSTERAPP_REQUEST_TIMEOUT", "0s", "a positive duration"},
 		{"CLUSTERAPP_LIMIT_NOFILE", "10", "from 1024"},
 		{"CLUSTERAPP_MEMORY_MAX", "lots", "a size from 32M such as"},

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clusterapp/clusterapp/service/config"
 	"github.com/sirupsen/logrus"
 )
 
@@ -230,5 +231,26 @@ func TestGuardHeaders(t *testing.T) {
 	if err := json.Unmarshal(last.Body.Bytes(), &body); err != nil || body.Status != 429 || body.RetryAfter != 1 ||
 		!strings.Contains(body.Error, "rate limit exceeded for this client: 2 requests per second, bursts of 2 (CLUSTERAPP_RATE_LIMIT, CLUSTERAPP_RATE_BURST); retry after 1 s") {
 		t.Fatalf("429 body %q (%v): want the limit and when to retry", last.Body, err)
+	}
+}
+
+// At the slowest rate config accepts (config.MinRateLimit) and the largest
+// burst, the bucket's times still fit: the burst is allowed, the next request
+// waits one interval (1000 s), and a host up for ten years changes nothing.
+// Slower rates wrapped around and refused every request.
+func TestSlowestRateLargestBurst(t *testing.T) {
+	const burst = 1000000
+	for _, uptime := range []time.Duration{time.Second, 10 * 365 * 24 * time.Hour} {
+		c := &clock{uptime}
+		l := NewLimiter(NewLocal(64), config.MinRateLimit, burst, c.now)
+		for i := range burst {
+			if d := l.Allow(addr("192.0.2.1")); !d.Allowed {
+				t.Fatalf("uptime %v: request %d of the burst of %d refused: %+v", uptime, i+1, burst, d)
+			}
+		}
+		d := l.Allow(addr("192.0.2.1"))
+		if d.Allowed || d.RetryAfter != 1000*time.Second {
+			t.Fatalf("uptime %v: after the burst: %+v, want refused for 1000 s", uptime, d)
+		}
 	}
 }
