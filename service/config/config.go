@@ -50,7 +50,7 @@ type Config struct {
 	MaxInFlight   int           `envconfig:"MAX_IN_FLIGHT" default:"0" desc:"requests a worker runs at once (admission control); 0 means GOMAXPROCS; under systemd the generator sets CPUs/workers (at least 1), one request per CPU for the pool; health, readiness and metrics are never limited"`
 	AdmissionWait time.Duration `envconfig:"ADMISSION_WAIT" default:"250ms" desc:"how long a request may wait for a free slot before it is answered 503 with Retry-After"`
 
-	RateLimit           float64           `envconfig:"RATE_LIMIT" default:"0" desc:"requests per second each client may send to the whole service (all workers together), from 0.001 (one request per 1000 s); 0 disables"`
+	RateLimit           float64           `envconfig:"RATE_LIMIT" default:"0" desc:"requests per second each client may send to the whole service (all workers together); 0 disables"`
 	RateBurst           int               `envconfig:"RATE_BURST" default:"20" desc:"requests a client may send at once above RATE_LIMIT"`
 	RateLimitSlots      int               `envconfig:"RATE_LIMIT_SLOTS" default:"65536" desc:"cells of the shared rate-limit table; clients hashed to one cell share a budget"`
 	RateLimitIPv4Prefix int               `envconfig:"RATE_LIMIT_IPV4_PREFIX" default:"32" desc:"IPv4 clients are limited per prefix of this length: 32 is one budget per address, 24 one per /24 (nginx users mask $binary_remote_addr the same way)"`

@@ -47,7 +47,7 @@ func TestLoadGoodValues(t *testing.T) {
 		{"CLUSTERAPP_RATE_LIMIT", "0.5", func(c Config) bool { return c.RateLimit == 0.5 }},
 		{"CLUSTERAPP_RATE_LIMIT", "1e3", func(c Config) bool { return c.RateLimit == 1000 }},
 		{"CLUSTERAPP_RATE_LIMIT", ".5", func(c Config) bool { return c.RateLimit == 0.5 }},
-		{"CLUSTERAPP_RATE_LIMIT", "0.001", func(c Config) bool { return c.RateLimit == MinRateLimit }},
+		{"CLUSTERAPP_RATE_LIMIT", "0.0005", func(c Config) bool { return c.RateLimit == 0.0005 }},
 		{"CLUSTERAPP_WORKERS", "+2", func(c Config) bool { return c.Workers == 2 }},
 		{"CLUSTERAPP_WORKERS", "0", func(c Config) bool { return c.Workers == 0 }},
 	} {
@@ -89,9 +89,8 @@ func TestLoadBadValues(t *testing.T) {
 		{"CLUSTERAPP_READ_HEADER_TIMEOUT", "0", "a positive duration"},
 		{"CLUSTERAPP_WATCHDOG_SEC", "100ms", "from 1s to 1h"},
 		{"CLUSTERAPP_TRUSTED_PROXIES", "10.0.0.0/33", "CIDR prefixes"},
-		{"CLUSTERAPP_RATE_LIMIT", "-1", "0 (off), or from 0.001"},
-		{"CLUSTERAPP_RATE_LIMIT", "0.0001", "0 (off), or from 0.001"},
-		{"CLUSTERAPP_RATE_LIMIT", "1e-12", "0 (off), or from 0.001"},
+		{"CLUSTERAPP_RATE_LIMIT", "-1", "from 0 (off)"},
+		{"CLUSTERAPP_RATE_LIMIT", "1e-12", "refilling a full burst (CLUSTERAPP_RATE_BURST=20) within 10^9 s (31 years): at least 2e-08"},
 		{"CLUSTERAPP_REQUEST_TIMEOUT", "0s", "a positive duration"},
 		{"CLUSTERAPP_LIMIT_NOFILE", "10", "from 1024"},
 		{"CLUSTERAPP_MEMORY_MAX", "lots", "a size from 32M such as"},
@@ -294,6 +293,28 @@ func TestMemoryFloorKeepsUsableValues(t *testing.T) {
 		"1.5G", "0.03125G", "1G512M", "33554432B", "1E", "40.5%", "1.05%", "99.99%"} {
 		if !validMemory(v) {
 			t.Errorf("%q refused", v)
+		}
+	}
+}
+
+// The slowest rate depends on the burst: a full burst must come back within
+// MaxRefillSeconds, the most the limiter's int64 nanoseconds can hold.
+func TestRateLimitRefillBound(t *testing.T) {
+	for _, tc := range []struct {
+		rate, burst string
+		ok          bool
+	}{
+		{"0.0005", "20", true},
+		{"0.001", "1000000", true},
+		{"0.0001", "1000000", false},
+		{"1e-9", "1", true},
+		{"1e-12", "1", false},
+	} {
+		t.Setenv("CLUSTERAPP_RATE_LIMIT", tc.rate)
+		t.Setenv("CLUSTERAPP_RATE_BURST", tc.burst)
+		_, err := Load()
+		if tc.ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "CLUSTERAPP_RATE_LIMIT=")) {
+			t.Errorf("RATE_LIMIT=%s RATE_BURST=%s: %v, want accepted %v", tc.rate, tc.burst, err, tc.ok)
 		}
 	}
 }

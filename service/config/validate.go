@@ -54,8 +54,8 @@ func (c Config) validate() []Problem {
 	check("REQUEST_TIMEOUT", formatDuration(c.RequestTimeout), within(c.RequestTimeout, 1, day), "a positive duration up to 24h, such as 30s")
 	check("MAX_IN_FLIGHT", itoa(c.MaxInFlight), c.MaxInFlight >= 0 && c.MaxInFlight <= 1<<16, "a whole number from 0 (GOMAXPROCS) to 65536")
 	check("ADMISSION_WAIT", formatDuration(c.AdmissionWait), within(c.AdmissionWait, 0, time.Minute), "a duration from 0 to 1m, such as 50ms")
-	check("RATE_LIMIT", strconv.FormatFloat(c.RateLimit, 'g', -1, 64), c.RateLimit == 0 || (c.RateLimit >= MinRateLimit && c.RateLimit <= 1e6),
-		"requests per second: 0 (off), or from 0.001 (one request per 1000 s) to 1000000, such as 20 or 0.5")
+	check("RATE_LIMIT", strconv.FormatFloat(c.RateLimit, 'g', -1, 64), c.RateLimit == 0 || (c.RateLimit > 0 && c.RateLimit <= 1e6 && float64(c.RateBurst)/c.RateLimit <= MaxRefillSeconds),
+		fmt.Sprintf("requests per second from 0 (off) to 1000000, such as 20 or 0.5, refilling a full burst (CLUSTERAPP_RATE_BURST=%d) within 10^9 s (31 years): at least %g", c.RateBurst, float64(c.RateBurst)/MaxRefillSeconds))
 	check("RATE_BURST", itoa(c.RateBurst), c.RateBurst >= 1 && c.RateBurst <= 1e6, "a whole number from 1 to 1000000")
 	check("RATE_LIMIT_SLOTS", itoa(c.RateLimitSlots), c.RateLimitSlots >= 64 && c.RateLimitSlots <= 1<<24, "a whole number from 64 to 16777216")
 	check("RATE_LIMIT_IPV4_PREFIX", itoa(c.RateLimitIPv4Prefix), c.RateLimitIPv4Prefix >= 8 && c.RateLimitIPv4Prefix <= 32, "a prefix length from 8 to 32, such as 32 (one address) or 24")
@@ -136,9 +136,10 @@ func validPrefixes(list string) bool {
 	return err == nil
 }
 
-// MinRateLimit is the slowest CLUSTERAPP_RATE_LIMIT: one request per 1000 s.
-// The limiter keeps its bucket in nanoseconds on an int64 clock, and the
-// largest burst (1000000) at a slower rate is more time than an int64 holds:
-// 0.0001 with that burst, or 1e-12 with any, wrapped around and answered every
-// request 429 while config --check passed the value.
-const MinRateLimit = 0.001
+// MaxRefillSeconds bounds CLUSTERAPP_RATE_BURST / CLUSTERAPP_RATE_LIMIT, the
+// time a client's full burst takes to come back. The limiter keeps a bucket
+// in nanoseconds on an int64 clock (292 years in all, shared with the time
+// since boot): a slower refill (RATE_LIMIT=1e-12, or 0.0001 with a burst of
+// 1000000) wrapped around, and every request was answered 429 with a negative
+// or absurd Retry-After, while config --check passed the value.
+const MaxRefillSeconds = 1e9

@@ -234,23 +234,27 @@ func TestGuardHeaders(t *testing.T) {
 	}
 }
 
-// At the slowest rate config accepts (config.MinRateLimit) and the largest
-// burst, the bucket's times still fit: the burst is allowed, the next request
-// waits one interval (1000 s), and a host up for ten years changes nothing.
-// Slower rates wrapped around and refused every request.
-func TestSlowestRateLargestBurst(t *testing.T) {
-	const burst = 1000000
-	for _, uptime := range []time.Duration{time.Second, 10 * 365 * 24 * time.Hour} {
-		c := &clock{uptime}
-		l := NewLimiter(NewLocal(64), config.MinRateLimit, burst, c.now)
-		for i := range burst {
-			if d := l.Allow(addr("192.0.2.1")); !d.Allowed {
-				t.Fatalf("uptime %v: request %d of the burst of %d refused: %+v", uptime, i+1, burst, d)
+// At the slowest refill config accepts (a full burst in
+// config.MaxRefillSeconds), the bucket's times still fit in an int64: the
+// burst is allowed, the next request waits one interval, and a host up for
+// ten years changes nothing. Slower refills wrapped around and refused every
+// request.
+func TestSlowestRefill(t *testing.T) {
+	for _, burst := range []int{1, 20, 1000000} {
+		rate := float64(burst) / config.MaxRefillSeconds
+		interval := time.Duration(float64(time.Second) / rate)
+		for _, uptime := range []time.Duration{time.Second, 10 * 365 * 24 * time.Hour} {
+			c := &clock{uptime}
+			l := NewLimiter(NewLocal(64), rate, burst, c.now)
+			for i := range burst {
+				if d := l.Allow(addr("192.0.2.1")); !d.Allowed {
+					t.Fatalf("rate %g, uptime %v: request %d of the burst of %d refused: %+v", rate, uptime, i+1, burst, d)
+				}
 			}
-		}
-		d := l.Allow(addr("192.0.2.1"))
-		if d.Allowed || d.RetryAfter != 1000*time.Second {
-			t.Fatalf("uptime %v: after the burst: %+v, want refused for 1000 s", uptime, d)
+			d := l.Allow(addr("192.0.2.1"))
+			if d.Allowed || d.RetryAfter != interval {
+				t.Fatalf("rate %g, uptime %v: after the burst of %d: %+v, want refused for %v", rate, uptime, burst, d, interval)
+			}
 		}
 	}
 }
