@@ -93,7 +93,6 @@ type Options struct {
 type Balancer struct {
 	opts  Options
 	words []uint64
-	conns atomic.Int64
 	// reuse is the EWMA of connection reuse, in 1/reuseOne; the gate is on
 	// at or above reuseOne/2.
 	reuse atomic.Int64
@@ -146,11 +145,14 @@ func New(r *shm.Region, opts Options) *Balancer {
 
 func (b *Balancer) slot(i, word int) *uint64 { return &b.words[i*wordsPerSlot+word] }
 
-// ConnOpened and ConnClosed keep this worker's published connection count.
-func (b *Balancer) ConnOpened() { atomic.StoreUint64(b.slot(b.opts.Self, 1), uint64(b.conns.Add(1))) }
+// ConnOpened and ConnClosed keep this worker's published connection count,
+// in the shared word itself: a private count stored after each change could
+// publish a stale value when two connections changed at once (the later
+// store carrying the earlier count) until the next change.
+func (b *Balancer) ConnOpened() { atomic.AddUint64(b.slot(b.opts.Self, 1), 1) }
 
 // ConnClosed counts a closed connection.
-func (b *Balancer) ConnClosed() { atomic.StoreUint64(b.slot(b.opts.Self, 1), uint64(b.conns.Add(-1))) }
+func (b *Balancer) ConnClosed() { atomic.AddUint64(b.slot(b.opts.Self, 1), ^uint64(0)) }
 
 // Beat marks this worker alive now.
 func (b *Balancer) Beat() {
