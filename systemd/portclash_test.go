@@ -20,11 +20,7 @@ import (
 // together.
 func TestMetricsSocketFollowsAFailedServiceSocket(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=2\n"})
-	b.Must("systemd-run", "--unit=squatter", "python3", "-m", "http.server", "--bind", "127.0.0.1", "8080")
-	b.Eventually(10*time.Second, "another program listening on 8080", func() bool {
-		out, _ := b.Run("ss", "-Hltn", "sport = :8080")
-		return strings.TrimSpace(out) != ""
-	})
+	squatPort(b)
 	if out, err := b.Run("systemctl", "start", config.SocketUnit, config.MetricsSocketUnit); err == nil {
 		t.Fatalf("clusterapp.socket started on a port another program holds:\n%s", out)
 	}
@@ -64,4 +60,15 @@ func journalLines(t *testing.T, b *sandbox.Box) int {
 		t.Fatalf("journal line count %q: %v", out, err)
 	}
 	return n
+}
+
+// squatPort has another program (python3's http.server, as the transient
+// unit squatter.service) listen on the service port, 127.0.0.1:8080, before
+// clusterapp.socket starts.
+func squatPort(b *sandbox.Box) {
+	b.Must("systemd-run", "--unit=squatter", "python3", "-m", "http.server", "--bind", "127.0.0.1", "8080")
+	b.Eventually(10*time.Second, "another program listening on 8080", func() bool {
+		out, _ := b.Run("ss", "-Hltn", "sport = :8080")
+		return strings.TrimSpace(out) != ""
+	})
 }

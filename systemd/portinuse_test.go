@@ -4,7 +4,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/clusterapp/clusterapp/service/config"
 	"github.com/clusterapp/clusterapp/service/lab/sandbox"
@@ -19,11 +18,7 @@ import (
 // error" (252 binds in a child) and the unit's result "resources".
 func TestDoctorNamesTheProgramHoldingThePort(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=2\n"})
-	b.Must("systemd-run", "--unit=squatter", "python3", "-m", "http.server", "--bind", "127.0.0.1", "8080")
-	b.Eventually(10*time.Second, "another program listening on 8080", func() bool {
-		out, _ := b.Run("ss", "-Hltn", "sport = :8080")
-		return strings.TrimSpace(out) != ""
-	})
+	squatPort(b)
 	if out, err := b.Run("systemctl", "start", config.SocketUnit); err == nil {
 		t.Fatalf("clusterapp.socket started on a port another program holds:\n%s", out)
 	}
