@@ -190,7 +190,7 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	live, desired, newest := 0, uint64(0), int64(0)
 	now := m.clock()
-	isLive := make(map[int]bool)
+	var isLive [Slots]bool
 	m.eachLive(func(slot int) {
 		live++
 		isLive[slot] = true
@@ -205,7 +205,7 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 			desired = uint64(n)
 		}
 	}
-	c.collectDown(ch, isLive, desired)
+	c.collectDown(ch, &isLive, desired)
 	ch <- prometheus.MustNewConstMetric(dPoolWorkers, prometheus.GaugeValue, float64(live))
 	ch <- prometheus.MustNewConstMetric(dDesired, prometheus.GaugeValue, float64(desired))
 	ch <- prometheus.MustNewConstMetric(dBuild, prometheus.GaugeValue, 1, m.opts.Version, runtime.Version())
@@ -223,7 +223,7 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 // no slot, and without these series the restarts alert could not see it.
 // Its other series (ready, in flight, ...) are a live process's, and are
 // absent; clusterapp_pool_workers below desired says it is down.
-func (c poolCollector) collectDown(ch chan<- prometheus.Metric, isLive map[int]bool, desired uint64) {
+func (c poolCollector) collectDown(ch chan<- prometheus.Metric, isLive *[Slots]bool, desired uint64) {
 	m := c.m
 	if !m.shared {
 		return
