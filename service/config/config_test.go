@@ -89,6 +89,7 @@ func TestLoadBadValues(t *testing.T) {
 		{"CLUSTERAPP_READ_HEADER_TIMEOUT", "0", "a positive duration"},
 		{"CLUSTERAPP_WATCHDOG_SEC", "100ms", "from 1s to 1h"},
 		{"CLUSTERAPP_TRUSTED_PROXIES", "10.0.0.0/33", "CIDR prefixes"},
+		{"CLUSTERAPP_TRUSTED_PROXIES", "::ffff:0:0/80", "CIDR prefixes"},
 		{"CLUSTERAPP_RATE_LIMIT", "-1", "from 0 (off)"},
 		{"CLUSTERAPP_RATE_LIMIT", "1e-12", "refilling a full burst (CLUSTERAPP_RATE_BURST=20) within 10^9 s (31 years): at least 2e-08"},
 		{"CLUSTERAPP_REQUEST_TIMEOUT", "0s", "a positive duration"},
@@ -316,5 +317,27 @@ func TestRateLimitRefillBound(t *testing.T) {
 		if tc.ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "CLUSTERAPP_RATE_LIMIT=")) {
 			t.Errorf("RATE_LIMIT=%s RATE_BURST=%s: %v, want accepted %v", tc.rate, tc.burst, err, tc.ok)
 		}
+	}
+}
+
+// The trusted list is normalized as the rate limiter judges a peer: mapped
+// IPv4 is IPv4 and a zone is dropped. Written as is, these entries matched
+// no peer at all.
+func TestTrustedProxiesNormalized(t *testing.T) {
+	got, err := ParsePrefixes(" ::ffff:10.0.0.1, ::ffff:192.168.0.0/112,fe80::1%eth0, fe80::/10, 2001:db8::1/64, 127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"10.0.0.1/32", "192.168.0.0/16", "fe80::1/128", "fe80::/10", "2001:db8::/64", "127.0.0.1/32"}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i].String() != want[i] {
+			t.Errorf("entry %d: %v, want %s", i, got[i], want[i])
+		}
+	}
+	if _, err := ParsePrefixes("::ffff:0:0/95"); err == nil || !strings.Contains(err.Error(), "at least 96 bits") {
+		t.Errorf("a mapped prefix shorter than /96: err %v, want it refused", err)
 	}
 }

@@ -111,6 +111,12 @@ func formatDuration(d time.Duration) string {
 
 // ParsePrefixes parses a comma-separated list of addresses or CIDR prefixes
 // (CLUSTERAPP_TRUSTED_PROXIES); an address stands for itself alone.
+//
+// The list is normalized the way the rate limiter sees a peer: an
+// IPv4-mapped IPv6 address or prefix (::ffff:10.0.0.1, ::ffff:10.0.0.0/104)
+// becomes the IPv4 one, since a mapped peer is judged as IPv4 (written as
+// is, it matched no peer at all), and an address's zone (fe80::1%eth0) is
+// dropped, since prefixes carry none and a zoned peer is judged without it.
 func ParsePrefixes(list string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, s := range strings.Split(list, ",") {
@@ -119,12 +125,19 @@ func ParsePrefixes(list string) ([]netip.Prefix, error) {
 			continue
 		}
 		if a, err := netip.ParseAddr(s); err == nil {
+			a = a.Unmap().WithZone("")
 			out = append(out, netip.PrefixFrom(a, a.BitLen()))
 			continue
 		}
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
 			return nil, fmt.Errorf("%q is not an address or CIDR prefix", s)
+		}
+		if a := p.Addr(); a.Is4In6() {
+			if p.Bits() < 96 {
+				return nil, fmt.Errorf("%q: an IPv4-mapped prefix needs at least 96 bits (::ffff:0:0/96 is all of IPv4); write IPv4 prefixes as such, e.g. 10.0.0.0/8", s)
+			}
+			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
 		}
 		out = append(out, p.Masked())
 	}

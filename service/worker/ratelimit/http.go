@@ -149,8 +149,11 @@ func (m *Guard) mask(a netip.Addr) netip.Addr {
 	return p.Addr()
 }
 
+// trusted reports whether a is a trusted proxy. A mapped address is judged
+// as IPv4 and a zone is dropped (fe80::1%eth0 is in fe80::/10), the same
+// normalization config.ParsePrefixes applies to the list.
 func (m *Guard) trusted(a netip.Addr) bool {
-	a = a.Unmap()
+	a = a.Unmap().WithZone("")
 	for _, p := range m.Trusted {
 		if p.Contains(a) {
 			return true

@@ -5,6 +5,8 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"testing"
+
+	"github.com/clusterapp/clusterapp/service/config"
 )
 
 func TestClientKey(t *testing.T) {
@@ -42,6 +44,31 @@ func TestClientKey(t *testing.T) {
 		}
 		if got := m.ClientKey(r).String(); got != tc.want {
 			t.Errorf("remote %s XFF %q: key %q, want %q", tc.remote, tc.xff, got, tc.want)
+		}
+	}
+}
+
+// A link-local proxy's peer address carries its zone, and an operator may
+// write a proxy as an IPv4-mapped address: both are trusted as listed.
+func TestTrustedZonedAndMappedProxies(t *testing.T) {
+	list, err := config.ParsePrefixes("fe80::/10, ::ffff:10.9.8.7, fe80::2%eth1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &Guard{Trusted: list}
+	for _, tc := range []struct{ remote, want string }{
+		{"[fe80::1%eth0]:5000", "203.0.113.9"},
+		{"[fe80::2%eth1]:5000", "203.0.113.9"},
+		{"10.9.8.7:5000", "203.0.113.9"},
+		{"[::ffff:10.9.8.7]:5000", "203.0.113.9"},
+		{"10.9.8.6:5000", "10.9.8.6"}, // not listed: the header is ignored
+		{"[2001:db8::1]:5000", "2001:db8::"},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = tc.remote
+		r.Header.Set("X-Forwarded-For", "203.0.113.9")
+		if got := m.ClientKey(r).String(); got != tc.want {
+			t.Errorf("peer %s: key %q, want %q", tc.remote, got, tc.want)
 		}
 	}
 }
