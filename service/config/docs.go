@@ -17,7 +17,7 @@ func WriteEnvTemplate(w io.Writer) error {
 	b.WriteString("#   clusterapp config --check " + EnvFile + "\n")
 	b.WriteString("# then apply it with\n")
 	b.WriteString("#   systemctl daemon-reload && systemctl restart " + TargetUnit + "\n")
-	for _, v := range Vars() {
+	for _, v := range specVars() {
 		fmt.Fprintf(&b, "\n# %s\n#%s=%s\n", v.Description, v.Key, v.Default)
 	}
 	_, err := io.WriteString(w, b.String())
@@ -28,7 +28,7 @@ func WriteEnvTemplate(w io.Writer) error {
 func WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
 	b.WriteString("| Variable | Default | If invalid | Description |\n|---|---|---|---|\n")
-	for _, v := range Vars() {
+	for _, v := range specVars() {
 		def := "`" + v.Default + "`"
 		if v.Default == "" {
 			def = "(empty)"
@@ -64,7 +64,7 @@ func WriteInvalidMarkdown(w io.Writer) error {
 	b.WriteString("| If invalid | Variables | What happens | Why |\n|---|---|---|---|\n")
 	for _, scope := range []Scope{ScopeListen, ScopeUnits, ScopeBoth, ScopeWorker} {
 		var keys []string
-		for _, v := range Vars() {
+		for _, v := range specVars() {
 			if v.Scope == scope {
 				keys = append(keys, "`"+v.Key+"`")
 			}

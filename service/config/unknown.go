@@ -48,17 +48,13 @@ func Unknown(keys []string) []string {
 }
 
 func known(key string) bool {
-	for _, v := range Vars() {
-		if v.Key == key {
-			return true
-		}
-	}
-	return false
+	_, ok := varIndex()[key]
+	return ok
 }
 
 func closest(key string) string {
 	best, bestDist := "", 4
-	for _, v := range Vars() {
+	for _, v := range specVars() {
 		if d := editDistance(key, v.Key); d < bestDist {
 			best, bestDist = v.Key, d
 		}
