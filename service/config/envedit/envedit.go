@@ -17,7 +17,12 @@
 // a symbolic link to the real file (a dangling one too: Target), writes a temporary file beside it with
 // the same owner, group and mode, fsyncs it, renames it over the original
 // and fsyncs the directory, so a generator or a worker never reads half a
-// file and a crash never leaves an empty one.
+// file and a crash never leaves an empty one. Edits through SetFile take
+// turns (an flock on the file's directory, held from the read to the
+// rename): two at once used to read the same file, and the second rename
+// dropped the first edit. An editor that does not take the lock (vi, a
+// configuration manager) is caught if it writes between the read and the
+// rename, and the edit is made again on its file.
 package envedit
 
 import (
@@ -103,19 +108,40 @@ func check(candidate string, want map[string]string) string {
 
 // SetFile applies Set to the file at path (following a symbolic link to the
 // file itself, see Target), creating it (mode 0644, and its directory) when
-// absent.
+// absent. It waits while another SetFile edits a file of the same directory.
 func SetFile(path, key, value string) error {
 	path, err := Target(path)
 	if err != nil {
 		return err
 	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	unlock, err := lockDir(dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	for range maxTries {
+		if err = setOnce(path, key, value); !errors.Is(err, errChanged) {
+			return err
+		}
+	}
+	return fmt.Errorf("%s: %w %d times in a row; try again", path, errChanged, maxTries)
+}
+
+// maxTries bounds the edits made again because the file changed meanwhile.
+const maxTries = 3
+
+// errChanged: another program wrote the file between the read and the rename.
+var errChanged = errors.New("changed by another program during the edit")
+
+func setOnce(path, key, value string) error {
 	old, err := envfile.ReadFile(path)
 	var st os.FileInfo
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return fmt.Errorf("create %s: %w", filepath.Dir(path), err)
-		}
 	case err != nil:
 		return fmt.Errorf("read %s: %w", path, err)
 	default:
@@ -130,7 +156,35 @@ func SetFile(path, key, value string) error {
 	if string(old) == text && st != nil {
 		return nil
 	}
-	return replace(path, []byte(text), st)
+	return replace(path, []byte(text), st, func() bool {
+		now, err := envfile.ReadFile(path)
+		if st == nil {
+			return errors.Is(err, fs.ErrNotExist)
+		}
+		return err == nil && string(now) == string(old)
+	})
+}
+
+// lockDir takes an exclusive flock on dir, waiting for it, and returns its
+// release. The directory, not the file: the file is replaced by a rename,
+// so a lock on it would be on the old inode; and no lock file is left in
+// the operator's /etc.
+func lockDir(dir string) (func(), error) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	for {
+		err = syscall.Flock(int(d.Fd()), syscall.LOCK_EX)
+		if !errors.Is(err, syscall.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		_ = d.Close() // the lock error is the one to report
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	return func() { _ = d.Close() }, nil // closing releases the lock; nothing was written through d
 }
 
 // maxLinks bounds a chain of symbolic links, as the kernel's 40 (ELOOP).
@@ -189,8 +243,9 @@ func Target(path string) (string, error) {
 
 // replace writes data to a temporary file beside path with the owner and
 // mode of like (0644 and the caller's when nil), makes it durable and
-// renames it over path.
-func replace(path string, data []byte, like os.FileInfo) (err error) {
+// renames it over path, unless unchanged, asked right before the rename,
+// says path is no longer what the edit was made on (errChanged).
+func replace(path string, data []byte, like os.FileInfo, unchanged func() bool) (err error) {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
 	if err != nil {
@@ -222,6 +277,9 @@ func replace(path string, data []byte, like os.FileInfo) (err error) {
 	}
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if !unchanged() {
+		return errChanged
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
