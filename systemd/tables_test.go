@@ -100,6 +100,56 @@ func TestTruncatedTablesBeforeStart(t *testing.T) {
 	}
 }
 
+// Table files removed while the pool runs (an operator's rm in the runtime
+// directory, "to reset the counters"): before, every worker kept the file
+// it mapped and every worker started later built new ones, so the pool ran
+// split in two (a rate-limit budget in each half) for as long as an old
+// worker lived. Now each worker notices within seconds, drains and restarts
+// by itself, one after the other, and the pool shares one set of files
+// again; no request fails meanwhile.
+func TestRemovedTablesAreRejoined(t *testing.T) {
+	b := sandbox.New(t, sandbox.Options{Env: tablesEnv})
+	b.Start(2)
+	units := b.WorkerUnits(2)
+	old := map[string]int{}
+	for _, u := range units {
+		old[u] = b.MainPID(u)
+	}
+	wait := b.LoadAsync("/", "-c", "4", "-rate", "200", "-d", "16s")
+	time.Sleep(500 * time.Millisecond)
+	b.Must("sh", "-c", "rm /run/clusterapp/*.table")
+	rejoined := b.Eventually(30*time.Second, "every worker restarted on the directory's table files", func() bool {
+		for _, u := range units {
+			pid := b.MainPID(u)
+			if pid == 0 || pid == old[u] {
+				return false
+			}
+			maps, err := b.Run("cat", "/proc/"+strconv.Itoa(pid)+"/maps")
+			// DynamicUser=: the files live in /run/private/clusterapp.
+			if err != nil || strings.Contains(maps, "(deleted)") || strings.Count(maps, "/clusterapp/") != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("the pool shared one set of tables again %v after the rm", rejoined.Round(time.Millisecond))
+	res := wait()
+	t.Logf("load: %d requests, %d failed, status %v, p99 %v", res.Requests, res.Errors(), res.StatusCodes, res.Latency.P99)
+	if res.Errors() != 0 || res.OK != res.Requests {
+		t.Errorf("%d of %d requests failed while the workers rejoined (status %v): %v", res.Requests-res.OK, res.Requests, res.StatusCodes, res.ErrorSamples)
+	}
+	journal := b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-u", config.WorkerPattern)
+	if c := strings.Count(journal, "a shared table lost its file name"); c < 2 {
+		t.Errorf("%d workers said a table lost its file name, want both; journal:\n%s", c, journal)
+	}
+	if m := failedExit.FindAllString(journal, 5); len(m) > 0 {
+		t.Errorf("a worker exited non-zero: %q", m)
+	}
+	if n := b.Must("sh", "-c", "ls /run/clusterapp/*.table | wc -l"); n != "3" {
+		t.Errorf("%s table files after the rejoin, want 3", n)
+	}
+}
+
 // A read-only runtime directory (here ReadOnlyPaths=, as a hardening
 // drop-in might do by mistake): the workers serve, balancing off and the
 // rate limit on each worker's own table, and the journal says so.

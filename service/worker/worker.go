@@ -238,6 +238,7 @@ type worker struct {
 	notifier *notify.Notifier
 	srv      *server.Server
 	crashc   chan struct{}
+	detached chan string       // a shared table lost its file name (tables.go)
 	bal      *balance.Balancer // nil when balancing is off
 	stopBal  func()            // stops the heartbeat and returns once this worker has left the table
 	metrics  *metrics.Metrics
@@ -260,7 +261,7 @@ func poolSize(cfg config.Config) int {
 func newWorker(cfg config.Config, env env, opts Options, log *logrus.Entry, prot protection, bal *balance.Balancer) *worker {
 	w := &worker{
 		cfg: cfg, env: env, name: opts.Name, version: opts.Version, log: log, notifier: notify.New(log),
-		crashc: make(chan struct{}, 1), bal: bal, stopBal: func() {}, prot: prot,
+		crashc: make(chan struct{}, 1), detached: make(chan string, 1), bal: bal, stopBal: func() {}, prot: prot,
 	}
 	var desiredNow func() (int, bool)
 	if n, err := strconv.Atoi(opts.Name); err == nil && n >= 1 { // a pool worker, not a standalone process
@@ -347,6 +348,9 @@ func (w *worker) run(ctx context.Context, set listen.Set, source listen.Source, 
 		}
 	}
 	go w.reportStatus(ctx)
+	if w.env.socketActivated && w.env.runtimeDir != "" {
+		go watchTables(ctx, w.sharedTables(), tablesCheckEvery, staggerFor(w.name), w.log, w.detached)
+	}
 	w.log.WithFields(logrus.Fields{
 		"addresses": addrs(listeners), "source": source, "pid": os.Getpid(), "version": w.version,
 		"gomaxprocs": runtime.GOMAXPROCS(0), "recycle_after": w.srv.RecycleLimit(), "balance": w.bal != nil,
@@ -359,6 +363,8 @@ func (w *worker) run(ctx context.Context, set listen.Set, source listen.Source, 
 	case <-w.srv.Recycle():
 		reason = "request limit reached"
 		w.log.WithFields(logging.Event(logging.MsgRecycled)).WithField("recycle_after", w.srv.RecycleLimit()).Info("request limit reached; recycling")
+	case why := <-w.detached:
+		reason = "shared table file gone: " + why
 	case <-w.crashc:
 		return ErrCrashed
 	case err := <-errc:

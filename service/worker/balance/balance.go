@@ -91,8 +91,9 @@ type Options struct {
 
 // Balancer is one worker's view of the shared table.
 type Balancer struct {
-	opts  Options
-	words []uint64
+	opts   Options
+	region *shm.Region
+	words  []uint64
 	// reuse is the EWMA of connection reuse, in 1/reuseOne; the gate is on
 	// at or above reuseOne/2.
 	reuse atomic.Int64
@@ -117,6 +118,11 @@ func Open(dir string, opts Options, log *logrus.Entry) (*Balancer, *shm.Region, 
 	return New(r, opts), r, nil
 }
 
+// Detached says when the table's file name no longer names the file this
+// balancer maps (shm.Region.Detached): the workers started since balance
+// among themselves, apart from this one.
+func (b *Balancer) Detached() (string, error) { return b.region.Detached() }
+
 // New returns a balancer over region (Slots*2 words).
 func New(r *shm.Region, opts Options) *Balancer {
 	if opts.MaxDefer == 0 {
@@ -137,7 +143,7 @@ func New(r *shm.Region, opts Options) *Balancer {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	b := &Balancer{opts: opts, words: r.Words()}
+	b := &Balancer{opts: opts, region: r, words: r.Words()}
 	b.reuse.Store(reuseOne)
 	atomic.StoreUint64(b.slot(opts.Self, 1), 0)
 	return b

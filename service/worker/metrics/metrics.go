@@ -362,3 +362,9 @@ func (m *Metrics) sampleWatched() {
 // Close gives up the slot (the process exits next; the kernel would drop
 // the claim anyway). Nothing may count afterwards.
 func (m *Metrics) Close() error { return m.region.Close() }
+
+// Detached says when the pool's metrics table file no longer has its name
+// (shm.Region.Detached): scrapes answered by the workers started since no
+// longer show this worker, and this worker's scrapes no longer show them.
+// "" when this worker's numbers are its own (no shared table).
+func (m *Metrics) Detached() (string, error) { return m.region.Detached() }

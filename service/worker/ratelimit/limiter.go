@@ -44,6 +44,17 @@ func NewLimiter(table *Table, rate float64, burst int, now shm.Clock) *Limiter {
 // start from now on.
 func (l *Limiter) SetTable(t *Table) { l.table.Store(t) }
 
+// Detached says when the limiter's shared table file no longer has its name
+// (shm.Region.Detached): the workers started since limit on another table,
+// so a client gets a budget in each half of the pool. "" on a local table or
+// none.
+func (l *Limiter) Detached() (string, error) {
+	if t := l.table.Load(); t != nil {
+		return t.region.Detached()
+	}
+	return "", nil
+}
+
 // Decision is the outcome for one request.
 type Decision struct {
 	Allowed bool

@@ -3,8 +3,10 @@ package shm
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/fnv"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -52,6 +54,8 @@ type Region struct {
 	secret [16]byte
 	mem    []byte   // the mapping; nil for a process-local region
 	file   *os.File // holds the shared flock that marks the file in use
+	path   string   // the table's name in the runtime directory
+	inode  os.FileInfo
 }
 
 // Local returns a region in this process's memory only, with a fresh secret.
@@ -112,11 +116,42 @@ func mapFile(f *os.File, path string, l Layout) (*Region, error) {
 	if err != nil {
 		return nil, fmt.Errorf("map %s: %w", path, err)
 	}
-	r := &Region{mem: mem, file: f}
+	r := &Region{mem: mem, file: f, path: path}
+	if st, err := f.Stat(); err == nil {
+		r.inode = st
+	}
 	copy(r.secret[:], mem[16:32])
 	// The mapping is page aligned, so every word is 8-byte aligned for atomics.
 	r.words = unsafe.Slice((*uint64)(unsafe.Pointer(&mem[headerBytes])), l.Words)
 	return r, nil
+}
+
+// Detached says what became of the table's name when it no longer names the
+// file this region maps: removed (an operator's rm in the runtime
+// directory), or replaced by another file. "" while it still does, and for
+// a local region.
+//
+// A worker keeps its mapping either way (unlink and rename only remove a
+// name), so it goes on sharing with the workers started before, while every
+// worker started after builds or maps the new file: the pool splits in two,
+// each half with its own rate-limit budgets, balance loads and metrics, for
+// as long as an old worker runs. The worker checks this now and then and
+// restarts to rejoin (service/worker, tables.go). It reads only the name:
+// Close may run at the same time.
+func (r *Region) Detached() (string, error) {
+	if r.path == "" || r.inode == nil {
+		return "", nil
+	}
+	named, err := os.Lstat(r.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return r.path + " was removed", nil
+	case err != nil:
+		return "", err
+	case !os.SameFile(r.inode, named):
+		return r.path + " now names another file", nil
+	}
+	return "", nil
 }
 
 // Words returns the shared words; use sync/atomic on them.

@@ -206,3 +206,35 @@ func TestMissingDirectoryIsAnError(t *testing.T) {
 		t.Fatalf("a missing directory: %v, want an error naming it", err)
 	}
 }
+
+// A region says when its file's name has gone (an operator's rm) or names
+// another file (a table rebuilt by a worker started after): the processes
+// that map the old file no longer share with the ones started after.
+func TestDetachedWhenTheNameMovesOn(t *testing.T) {
+	dir := t.TempDir()
+	a := open(t, dir, small)
+	path := filepath.Join(dir, small.FileName())
+	if why, err := a.Detached(); why != "" || err != nil {
+		t.Fatalf("a fresh region: detached %q, %v", why, err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if why, err := a.Detached(); why != path+" was removed" || err != nil {
+		t.Errorf("after rm: detached %q, %v; want %q", why, err, path+" was removed")
+	}
+	b := open(t, dir, small) // the next worker builds the table afresh
+	if why, _ := b.Detached(); why != "" {
+		t.Errorf("the new region: detached %q", why)
+	}
+	if why, err := a.Detached(); why != path+" now names another file" || err != nil {
+		t.Errorf("after a rebuild: detached %q, %v; want %q", why, err, path+" now names another file")
+	}
+	atomic.AddUint64(&a.Words()[0], 1)
+	if atomic.LoadUint64(&b.Words()[0]) != 0 {
+		t.Error("the old and the new file share words") // the split Detached reports
+	}
+	if why, err := Local(4).Detached(); why != "" || err != nil {
+		t.Errorf("a local region: detached %q, %v", why, err)
+	}
+}
