@@ -130,8 +130,9 @@ func New(opts Options, handler http.Handler) *Server {
 		// uncounted (the worker's router answers it as net/http did).
 		DisableGeneralOptionsHandler: true,
 		ErrorLog:                     newErrorLog(opts.Log),
-		ConnContext: func(ctx context.Context, _ net.Conn) context.Context {
-			return context.WithValue(ctx, connStatsKey{}, &connStats{opened: s.opts.Now()})
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			lc, _ := c.(*lingerConn) // nil for a connection that is not TCP
+			return context.WithValue(ctx, connStatsKey{}, &connStats{opened: s.opts.Now(), conn: lc})
 		},
 	}
 	return s
@@ -185,7 +186,8 @@ func (s *Server) Stats() Stats {
 // connections it accepts read and write raw while the worker runs one P
 // (package rawio); and it is wrapped so that, at the open-file limit,
 // accepts wait in the shared backlog instead of failing (package fdlimit);
-// a connection that closes wakes them. The balancer's WrapListener goes
+// a connection that closes wakes them. Its connections end gracefully when
+// the worker ends them (lingerConn). The balancer's WrapListener goes
 // around that.
 func (s *Server) Serve(listeners []net.Listener, errc chan<- error) {
 	guarded := make([]net.Listener, len(listeners))
@@ -195,7 +197,7 @@ func (s *Server) Serve(listeners []net.Listener, errc chan<- error) {
 		} else {
 			l = x
 		}
-		guarded[i] = s.fds.Wrap(rawio.Wrap(l))
+		guarded[i] = lingerListener{s.fds.Wrap(rawio.Wrap(l))}
 	}
 	s.mu.Lock()
 	s.listeners = guarded // Drain closes these, which also ends a wait at the limit
@@ -233,13 +235,14 @@ func (s *Server) track(next http.Handler) http.Handler {
 				close(s.recycle)
 			})
 		}
-		last := false
+		cw := &closingWriter{ResponseWriter: w, draining: &s.draining}
 		if st, ok := r.Context().Value(connStatsKey{}).(*connStats); ok {
 			n := st.requests.Add(1)
 			k, t := s.opts.KeepAliveRequests, s.opts.KeepAliveTime
-			last = (k > 0 && n >= int64(k)) || (t > 0 && s.opts.Now().Sub(st.opened) >= t)
+			cw.last = (k > 0 && n >= int64(k)) || (t > 0 && s.opts.Now().Sub(st.opened) >= t)
+			cw.conn = st.conn
 		}
-		next.ServeHTTP(&closingWriter{ResponseWriter: w, draining: &s.draining, last: last}, r)
+		next.ServeHTTP(cw, r)
 	})
 }
 
@@ -250,6 +253,7 @@ type connStatsKey struct{}
 type connStats struct {
 	requests atomic.Int64
 	opened   time.Time
+	conn     *lingerConn // nil when not TCP
 }
 
 // closingWriter adds Connection: close when the header is written during a
@@ -260,7 +264,8 @@ type closingWriter struct {
 	http.ResponseWriter
 	draining *atomic.Bool
 	last     bool
-	status   int // the first status written; 0 before the header
+	conn     *lingerConn // told to end gracefully; nil when not TCP
+	status   int         // the first status written; 0 before the header
 }
 
 func (w *closingWriter) WriteHeader(code int) {
@@ -268,6 +273,9 @@ func (w *closingWriter) WriteHeader(code int) {
 		w.status = code
 		if w.last || w.draining.Load() {
 			w.Header().Set("Connection", "close")
+			if w.conn != nil {
+				w.conn.lingerOnClose()
+			}
 		}
 	}
 	w.ResponseWriter.WriteHeader(code)
