@@ -451,12 +451,10 @@ func (w *worker) status() string {
 }
 
 // metricsServer serves GET /metrics (the whole pool's numbers) on the
-// metrics listener, and 404 for anything else.
+// metrics listener, and JSON errors for anything else (scrapeHandler).
 func metricsServer(m *metrics.Metrics, log *logrus.Entry) *http.Server {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", m.Handler())
 	return &http.Server{
-		Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		Handler: scrapeHandler(m.Handler()), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10,
 		// TLS-less HTTP errors (a malformed scrape) are worth a warning line.
 		ErrorLog: stdlog.New(log.WithField("listener", "metrics").WriterLevel(logrus.WarnLevel), "", 0),
