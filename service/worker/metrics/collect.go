@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"bufio"
+	"net"
 	"net/http"
 	"runtime"
 	"strconv"
@@ -351,3 +353,18 @@ func (w *StatusWriter) Status() int {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *StatusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush sends what the handler wrote so far, recording an implicit 200: a
+// streaming handler asserting w.(http.Flusher) does not look through Unwrap.
+func (w *StatusWriter) Flush() {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	_ = http.NewResponseController(w.ResponseWriter).Flush() // a client that left gets nothing; the next Write says so
+}
+
+// Hijack hands the connection over to the handler (WebSocket libraries
+// assert w.(http.Hijacker)); its error is net/http's when it cannot.
+func (w *StatusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}

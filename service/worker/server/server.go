@@ -256,49 +256,6 @@ type connStats struct {
 	conn     *lingerConn // nil when not TCP
 }
 
-// closingWriter adds Connection: close when the header is written during a
-// drain, so requests that began before the drain also end their connection,
-// and on a connection's last allowed request. It records the status too
-// (Status), so the per-route metrics need no writer of their own.
-type closingWriter struct {
-	http.ResponseWriter
-	draining *atomic.Bool
-	last     bool
-	conn     *lingerConn // told to end gracefully; nil when not TCP
-	status   int         // the first status written; 0 before the header
-}
-
-func (w *closingWriter) WriteHeader(code int) {
-	if w.status == 0 && (code < 100 || code >= 200) { // 1xx (103 Early Hints) come before the status
-		w.status = code
-		if w.last || w.draining.Load() {
-			w.Header().Set("Connection", "close")
-			if w.conn != nil {
-				w.conn.lingerOnClose()
-			}
-		}
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *closingWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.WriteHeader(http.StatusOK)
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Status is the status written, 200 when the handler wrote nothing (what
-// net/http then sends).
-func (w *closingWriter) Status() int {
-	if w.status == 0 {
-		return http.StatusOK
-	}
-	return w.status
-}
-
-func (w *closingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
 func (s *Server) connState(c net.Conn, state http.ConnState) {
 	conns := &s.conns
 	switch state {

@@ -1,0 +1,69 @@
+package server
+
+import (
+	"bufio"
+	"net"
+	"net/http"
+	"sync/atomic"
+)
+
+// closingWriter adds Connection: close when the header is written during a
+// drain, so requests that began before the drain also end their connection,
+// and on a connection's last allowed request. It records the status too
+// (Status), so the per-route metrics need no writer of their own.
+type closingWriter struct {
+	http.ResponseWriter
+	draining *atomic.Bool
+	last     bool
+	conn     *lingerConn // told to end gracefully; nil when not TCP
+	status   int         // the first status written; 0 before the header
+}
+
+func (w *closingWriter) WriteHeader(code int) {
+	if w.status == 0 && (code < 100 || code >= 200) { // 1xx (103 Early Hints) come before the status
+		w.status = code
+		if w.last || w.draining.Load() {
+			w.Header().Set("Connection", "close")
+			if w.conn != nil {
+				w.conn.lingerOnClose()
+			}
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *closingWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Status is the status written, 200 when the handler wrote nothing (what
+// net/http then sends).
+func (w *closingWriter) Status() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
+}
+
+func (w *closingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush sends what the handler wrote so far (a stream, server-sent events).
+// The writer must offer it itself: a handler asserting w.(http.Flusher), as
+// most streaming code does, does not look through Unwrap. The header goes
+// through WriteHeader first, so a drain or the connection's last request
+// still adds Connection: close to it.
+func (w *closingWriter) Flush() {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	_ = http.NewResponseController(w.ResponseWriter).Flush() // a client that left gets nothing; the next Write says so
+}
+
+// Hijack hands the connection over to the handler (WebSocket libraries
+// assert w.(http.Hijacker)); its error is net/http's when it cannot.
+func (w *closingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}

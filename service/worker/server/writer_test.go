@@ -1,0 +1,79 @@
+package server
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A handler may stream (w.(http.Flusher), the idiom of every server-sent
+// events example) and take the connection over (w.(http.Hijacker), as
+// WebSocket libraries do) through the writer the server hands it. The
+// writer hid both: the assertion failed, and a stream was buffered until
+// the handler returned.
+func TestHandlerWriterFlushesAndHijacks(t *testing.T) {
+	flushed := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/stream":
+			f, ok := w.(http.Flusher)
+			if !ok {
+				http.Error(w, "no http.Flusher", http.StatusInternalServerError)
+				return
+			}
+			io.WriteString(w, "first\n")
+			f.Flush()
+			<-flushed // the client has read "first" before the handler returns
+			io.WriteString(w, "second\n")
+		case "/hijack":
+			hj, ok := w.(http.Hijacker)
+			if !ok {
+				http.Error(w, "no http.Hijacker", http.StatusInternalServerError)
+				return
+			}
+			c, rw, err := hj.Hijack()
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			defer c.Close()
+			rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: test\r\nConnection: Upgrade\r\n\r\nhijacked\n")
+			rw.Flush()
+		}
+	})
+	_, addr := newServer(t, nil, h)
+
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(conn, "GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if resp.StatusCode != 200 || err != nil || line != "first\n" {
+		t.Fatalf("stream: %d %q %v, want 200 and the flushed line while the handler still runs", resp.StatusCode, line, err)
+	}
+	close(flushed)
+
+	conn2, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn2.Close()
+	_ = conn2.SetDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(conn2, "GET /hijack HTTP/1.1\r\nHost: x\r\n\r\n")
+	got, _ := io.ReadAll(conn2)
+	if !strings.HasPrefix(string(got), "HTTP/1.1 101 ") || !strings.HasSuffix(string(got), "hijacked\n") {
+		t.Fatalf("hijack: %q", got)
+	}
+}
