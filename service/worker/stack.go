@@ -125,8 +125,9 @@ func (s *Stack) common(next http.Handler) http.Handler {
 }
 
 // bodyTooLarge answers a request whose Content-Length is over the cap.
-func (s *Stack) bodyTooLarge(w http.ResponseWriter, _ *http.Request) {
-	Error(w, http.StatusRequestEntityTooLarge, "request body too large", map[string]any{"max_bytes": s.opts.MaxBodyBytes})
+func (s *Stack) bodyTooLarge(w http.ResponseWriter, r *http.Request) {
+	Error(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body of %d bytes is over the limit of %d bytes (CLUSTERAPP_MAX_BODY_BYTES)", r.ContentLength, s.opts.MaxBodyBytes),
+		map[string]any{"max_bytes": s.opts.MaxBodyBytes})
 }
 
 func (s *Stack) accessLog(next http.Handler) http.Handler {

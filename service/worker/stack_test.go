@@ -197,6 +197,11 @@ func TestBodyCap(t *testing.T) {
 	if rec.Code != 413 || decode(t, rec)["max_bytes"] != 1024.0 {
 		t.Fatalf("oversized body: %d %s", rec.Code, rec.Body)
 	}
+	// The message says what was wrong and what is accepted, as every
+	// other refusal does ("request body too large" said neither).
+	if msg, want := decode(t, rec)["error"], "request body of 2000 bytes is over the limit of 1024 bytes (CLUSTERAPP_MAX_BODY_BYTES)"; msg != want {
+		t.Fatalf("oversized body: error %q, want %q", msg, want)
+	}
 	rec = httptest.NewRecorder()
 	s.ServeHTTP(rec, httptest.NewRequest("POST", "/echo", strings.NewReader("small")))
 	if rec.Code != 200 || rec.Body.String() != "small" {
