@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
+	"github.com/clusterapp/clusterapp/service/ops/oplock"
 	"github.com/clusterapp/clusterapp/service/ops/units"
 )
 
@@ -36,4 +38,22 @@ func dialWith(ctx context.Context, cmd string, dial func(context.Context) (*unit
 		return nil, fmt.Errorf("%s: %w", cmd, err)
 	}
 	return c, nil
+}
+
+// poolLockPath is oplock.Path; tests point it elsewhere.
+var poolLockPath = oplock.Path
+
+// lockPool takes the lock of the commands that change the pool, for cmd
+// ("reload"), waiting for another such command to finish and saying so.
+func lockPool(ctx context.Context, cmd string, stdout io.Writer) (*oplock.Lock, error) {
+	l, err := oplock.Acquire(ctx, poolLockPath, "clusterapp "+cmd, func(holder string) {
+		if holder == "" {
+			holder = "another clusterapp command"
+		}
+		fmt.Fprintf(stdout, "%s is changing the pool: waiting for it to finish\n", holder)
+	})
+	if err != nil && ctx.Err() != nil {
+		return nil, fmt.Errorf("%w while waiting for the other command; nothing was changed", err)
+	}
+	return l, err
 }

@@ -31,6 +31,7 @@ it, shows its unit state and the end of its journal, and leaves the workers not 
 restarted on their old process. It also brings the pool to the count clusterapp.target
 wants (after an edit of CLUSTERAPP_WORKERS and a daemon-reload): first a wanted worker
 not active is restarted, and last one no longer wanted is drained and stopped.
+While another reload or a scale runs, it waits for it to finish, saying so.
 'systemctl reload clusterapp' runs it. Needs root.`,
 		Example: `  clusterapp reload
   clusterapp reload --max-unavailable 2 --timeout 30s`,
@@ -59,6 +60,13 @@ func runReload(ctx context.Context, maxUnavailable int, timeout time.Duration, s
 		return err
 	}
 	defer c.Close()
+	// Everything below is planned from the pool as it is now: another
+	// reload or a scale must not change it meanwhile.
+	lock, err := lockPool(ctx, "reload", stdout)
+	if err != nil {
+		return fmt.Errorf("reload: %w", err)
+	}
+	defer lock.Release()
 	running, err := runningWorkers(ctx, c)
 	if err != nil {
 		return fmt.Errorf("reload: %w", err)

@@ -24,7 +24,8 @@ func newScaleCommand() *cobra.Command {
 		Long: `Set CLUSTERAPP_WORKERS=N in ` + config.ScaleFile + ` (read after the operator's
 ` + config.EnvFile + `, which scaling never edits), regenerate the units
 (daemon-reload), then start only the missing workers and drain only the surplus
-ones. Needs root.`,
+ones. While a reload or another scale runs, it waits for it to finish, saying
+so. Needs root.`,
 		Example: `  clusterapp scale 4
   clusterapp scale 1 --timeout 30s`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -59,6 +60,13 @@ func runScale(ctx context.Context, n int, timeout time.Duration, stdout io.Write
 		return err
 	}
 	defer c.Close()
+	// A reload running meanwhile would restart, and so start again, the
+	// workers this drains; a second scale would start or drain others.
+	lock, err := lockPool(ctx, "scale", stdout)
+	if err != nil {
+		return fmt.Errorf("scale: %w", err)
+	}
+	defer lock.Release()
 	if err := writeScaleFile(config.ScaleFile, n); err != nil {
 		return fmt.Errorf("scale: %w", err)
 	}

@@ -1,0 +1,150 @@
+package systemd_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/lab/sandbox"
+)
+
+// slowStartDropIn makes every worker's start take 2 s more, so a restart is
+// in progress long enough for another command to run into it.
+const slowStartDropIn = "[Service]\nExecStartPre=/bin/sleep 2\n"
+
+// slowBox boots a box of n workers whose starts take 2 s more.
+func slowBox(t *testing.T, n int) *sandbox.Box {
+	b := sandbox.New(t, sandbox.Options{Env: fmt.Sprintf("CLUSTERAPP_WORKERS=%d\n", n)})
+	b.WriteFile("/etc/systemd/system/clusterapp-worker@.service.d/90-slow-start.conf", slowStartDropIn)
+	b.Must("systemctl", "daemon-reload")
+	b.Start(n)
+	b.Eventually(20*time.Second, "every worker active", func() bool { return allActive(b, n) })
+	return b
+}
+
+// allActive reports whether exactly workers 1 to n are active. Not
+// b.AllActive: `systemctl is-active` of several units succeeds when any
+// one of them is active.
+func allActive(b *sandbox.Box, n int) bool {
+	active, err := b.Driver.ActiveWorkers(context.Background())
+	return err == nil && strings.Join(active, " ") == strings.Join(b.WorkerUnits(n), " ")
+}
+
+// runAsync runs a command inside the box in the background; the returned
+// func waits for its output and error.
+func runAsync(b *sandbox.Box, args ...string) func() (string, error) {
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() { out, err := b.Run(args...); done <- result{out, err} }()
+	return func() (string, error) { r := <-done; return r.out, r.err }
+}
+
+// sampleActive counts the active workers until the returned func is
+// called, which returns the fewest seen and those workers.
+func sampleActive(b *sandbox.Box) func() (int, []string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var (
+		mu       sync.Mutex
+		fewest   = -1
+		at       []string
+		finished = make(chan struct{})
+	)
+	go func() {
+		defer close(finished)
+		for ctx.Err() == nil {
+			active, err := b.Driver.ActiveWorkers(ctx)
+			if err != nil {
+				continue // the box was asked while the sampler stopped
+			}
+			mu.Lock()
+			if fewest < 0 || len(active) < fewest {
+				fewest, at = len(active), active
+			}
+			mu.Unlock()
+		}
+	}()
+	return func() (int, []string) {
+		cancel()
+		<-finished
+		mu.Lock()
+		defer mu.Unlock()
+		return fewest, at
+	}
+}
+
+// Two rolling reloads at once (two operators, or an operator and a package
+// upgrade): the second one started while the first restarted worker 2 used
+// to restart worker 2 again, then worker 1 while the first restarted worker
+// 3, so two of three workers were down at once. Now the second waits for
+// the first, says so, then restarts every worker in turn.
+func TestOpsConcurrentReloadsSerialize(t *testing.T) {
+	b := slowBox(t, 3)
+	units := b.WorkerUnits(3)
+	old := map[string]int{}
+	for _, u := range units {
+		old[u] = b.MainPID(u)
+	}
+	sampled := sampleActive(b)
+	first := runAsync(b, "clusterapp", "reload")
+	// Into the first reload's restart of worker 2.
+	b.Eventually(30*time.Second, "the first reload restarting worker 2", func() bool {
+		return b.MainPID(units[0]) != old[units[0]] && b.Show(units[1], "ActiveState") != "active"
+	})
+	second := runAsync(b, "clusterapp", "reload")
+	out1, err1 := first()
+	out2, err2 := second()
+	fewest, at := sampled()
+	t.Logf("first reload (%v):\n%s\nsecond reload (%v):\n%s", err1, out1, err2, out2)
+	if err1 != nil || err2 != nil {
+		t.Errorf("a reload failed: first %v, second %v", err1, err2)
+	}
+	if fewest < 2 {
+		t.Errorf("during the two reloads only %d of 3 workers were active at one moment (%v); at most one may restart at a time", fewest, at)
+	}
+	if !strings.Contains(out2, "waiting for it") || !strings.Contains(out2, "clusterapp reload") {
+		t.Errorf("the second reload does not say it waited for the first:\n%s", out2)
+	}
+	for _, u := range units {
+		if strings.Count(out2, u+": pid") != 1 {
+			t.Errorf("the second reload did not restart %s once:\n%s", u, out2)
+		}
+	}
+	if got := b.ActiveWorkers(); len(got) != 3 {
+		t.Errorf("after the reloads: active %v", got)
+	}
+}
+
+// `clusterapp scale 1` while a reload restarts worker 1 of 3: scale drained
+// workers 2 and 3, and the reload then restarted them, which started them
+// again (or one command's job canceled the other's and it failed). Now the
+// scale waits for the reload, says so, then drains them for good.
+func TestOpsScaleDownDuringReload(t *testing.T) {
+	b := slowBox(t, 3)
+	units := b.WorkerUnits(3)
+	pid1 := b.MainPID(units[0])
+	reload := runAsync(b, "clusterapp", "reload")
+	b.Eventually(30*time.Second, "the reload restarting worker 1", func() bool {
+		return b.MainPID(units[0]) != pid1
+	})
+	scaleOut, scaleErr := b.Run("clusterapp", "scale", "1")
+	reloadOut, reloadErr := reload()
+	t.Logf("reload (%v):\n%s\nscale 1 (%v):\n%s", reloadErr, reloadOut, scaleErr, scaleOut)
+	if reloadErr != nil || scaleErr != nil {
+		t.Errorf("reload: %v, scale 1: %v; want both to succeed, one after the other", reloadErr, scaleErr)
+	}
+	if !strings.Contains(scaleOut, "waiting for it") {
+		t.Errorf("scale does not say it waited for the reload:\n%s", scaleOut)
+	}
+	// Give a worker the reload brought back the time to come up.
+	time.Sleep(3 * time.Second)
+	if got := b.ActiveWorkers(); len(got) != 1 || got[0] != config.WorkerUnit(1) {
+		t.Errorf("after scale 1 during a reload: active %v, want only worker 1", got)
+	}
+}
