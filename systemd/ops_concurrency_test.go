@@ -148,3 +148,61 @@ func TestOpsScaleDownDuringReload(t *testing.T) {
 		t.Errorf("after scale 1 during a reload: active %v, want only worker 1", got)
 	}
 }
+
+// SIGTERM to a rolling reload (a reload's timeout in clusterapp.service,
+// `systemctl stop clusterapp` meanwhile, or an operator's kill) while it
+// restarts worker 1 of 3: it used to die at once, saying nothing. Now it
+// waits for the restart in progress, says where it stopped and which
+// workers are still on their old process, and every worker serves.
+func TestOpsReloadInterrupted(t *testing.T) {
+	b := slowBox(t, 3)
+	units := b.WorkerUnits(3)
+	old := map[string]int{}
+	for _, u := range units {
+		old[u] = b.MainPID(u)
+	}
+	// The shell starts the reload, sends it SIGTERM 1 s in (worker 1 is in
+	// its 2 s start), and reports its exit status.
+	out, err := b.Run("sh", "-c", "clusterapp reload & pid=$!; sleep 1; kill -TERM $pid; wait $pid; echo exit status $?")
+	t.Logf("interrupted reload (%v):\n%s", err, out)
+	if strings.Contains(out, "exit status 0") {
+		t.Errorf("an interrupted reload exited 0:\n%s", out)
+	}
+	for _, want := range []string{"interrupted", units[0] + ": pid", "still on the old process: " + units[1] + ", " + units[2]} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the interrupted reload does not say %q:\n%s", want, out)
+		}
+	}
+	if !allActive(b, 3) {
+		t.Errorf("after the interrupted reload: active %v, want every worker", b.ActiveWorkers())
+	}
+	if pid := b.MainPID(units[0]); pid == old[units[0]] {
+		t.Errorf("worker 1 kept its process %d", pid)
+	}
+	for _, u := range units[1:] {
+		if pid := b.MainPID(u); pid != old[u] {
+			t.Errorf("%s was restarted after the reload was interrupted: pid %d -> %d", u, old[u], pid)
+		}
+	}
+}
+
+// SIGTERM to `clusterapp scale 5` of 3 workers while worker 4 starts: it
+// waits for worker 4, starts no worker 5, and says that the count is
+// written and what finishes the change; `clusterapp reload` then does.
+func TestOpsScaleInterrupted(t *testing.T) {
+	b := slowBox(t, 3)
+	out, err := b.Run("sh", "-c", "clusterapp scale 5 & pid=$!; sleep 1; kill -TERM $pid; wait $pid; echo exit status $?")
+	t.Logf("interrupted scale (%v):\n%s", err, out)
+	for _, want := range []string{"interrupted by SIGTERM", "started clusterapp-worker@4.service", "clusterapp-worker@5.service not started", "clusterapp reload finishes the change", "exit status 1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the interrupted scale does not say %q:\n%s", want, out)
+		}
+	}
+	if !allActive(b, 4) {
+		t.Errorf("after the interrupted scale: active %v, want workers 1 to 4", b.ActiveWorkers())
+	}
+	b.Must("clusterapp", "reload")
+	if !allActive(b, 5) {
+		t.Errorf("after the reload that finishes the scale: active %v, want workers 1 to 5", b.ActiveWorkers())
+	}
+}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/clusterapp/clusterapp/service/ops/oplock"
@@ -40,6 +43,41 @@ func dialWith(ctx context.Context, cmd string, dial func(context.Context) (*unit
 	return c, nil
 }
 
+// interruptible returns ctx canceled at the first SIGINT (Ctrl-C) or
+// SIGTERM (systemd ending `systemctl reload clusterapp`, a kill), with
+// "interrupted by SIGINT" as its cause, and says so on stdout. A command
+// changing the pool then starts no further job but waits for the one in
+// progress, which systemd carries out anyway: the command can then say
+// where it stopped, and every worker it touched serves again. A second
+// signal ends the process at once, leaving that job to systemd. stop
+// releases the signals.
+func interruptible(ctx context.Context, stdout io.Writer) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-sigs:
+			// From here on the signals kill the process again: a second
+			// Ctrl-C is how an operator gives up waiting.
+			signal.Stop(sigs)
+			name := "SIGTERM"
+			if sig == os.Interrupt {
+				name = "SIGINT"
+			}
+			fmt.Fprintf(stdout, "interrupted by %s: finishing the job in progress, starting no other (%s again to leave it to systemd)\n", name, name)
+			cancel(fmt.Errorf("interrupted by %s", name))
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel(nil)
+	}
+}
+
 // poolLockPath is oplock.Path; tests point it elsewhere.
 var poolLockPath = oplock.Path
 
@@ -56,4 +94,16 @@ func lockPool(ctx context.Context, cmd string, stdout io.Writer) (*oplock.Lock, 
 		return nil, fmt.Errorf("%w while waiting for the other command; nothing was changed", err)
 	}
 	return l, err
+}
+
+// jobContext bounds one systemd job the command waits for by timeout, and
+// not by an interruption: see interruptible.
+func jobContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), timeout)
+}
+
+// queryContext bounds a D-Bus query by opTimeout, and not by an
+// interruption: the query says how things stand after one.
+func queryContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
 }

@@ -32,6 +32,8 @@ restarted on their old process. It also brings the pool to the count clusterapp.
 wants (after an edit of CLUSTERAPP_WORKERS and a daemon-reload): first a wanted worker
 not active is restarted, and last one no longer wanted is drained and stopped.
 While another reload or a scale runs, it waits for it to finish, saying so.
+Ctrl-C or SIGTERM stops it after the restarts in progress, naming the workers
+left on their old process; a second one leaves those restarts to systemd.
 'systemctl reload clusterapp' runs it. Needs root.`,
 		Example: `  clusterapp reload
   clusterapp reload --max-unavailable 2 --timeout 30s`,
@@ -55,11 +57,15 @@ While another reload or a scale runs, it waits for it to finish, saying so.
 // new process's READY=1, and stops at the first failure; around that it
 // brings the pool to the count the target wants.
 func runReload(ctx context.Context, maxUnavailable int, timeout time.Duration, stdout io.Writer) error {
+	// Dialed before the interruption is armed: the connection closes when
+	// its context ends, and the job in progress is still to be waited for.
 	c, err := dialUnits(ctx, "reload")
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	ctx, stop := interruptible(ctx, stdout)
+	defer stop()
 	// Everything below is planned from the pool as it is now: another
 	// reload or a scale must not change it meanwhile.
 	lock, err := lockPool(ctx, "reload", stdout)
@@ -81,7 +87,7 @@ func runReload(ctx context.Context, maxUnavailable int, timeout time.Duration, s
 	// restarted before the others are touched, which ends its wait; the
 	// running ones are then restarted in turn, and those no longer wanted
 	// drained and stopped last.
-	qctx, cancel := context.WithTimeout(ctx, opTimeout)
+	qctx, cancel := queryContext(ctx)
 	wanted, err := c.Wanted(qctx)
 	cancel()
 	if err != nil {
@@ -105,7 +111,9 @@ func runReload(ctx context.Context, maxUnavailable int, timeout time.Duration, s
 			MaxUnavailable: maxUnavailable, Timeout: timeout,
 			Done: func(unit string, took time.Duration) {
 				pid := "?"
-				if w, err := c.Worker(ctx, unit); err == nil {
+				qctx, cancel := queryContext(ctx)
+				defer cancel()
+				if w, err := c.Worker(qctx, unit); err == nil {
 					pid = fmt.Sprint(w.PID)
 				}
 				mu.Lock()
@@ -116,6 +124,11 @@ func runReload(ctx context.Context, maxUnavailable int, timeout time.Duration, s
 		var failure *rollout.Failure
 		if errors.As(err, &failure) {
 			explainFailure(ctx, c, failure, stdout)
+			return fmt.Errorf("reload: %w", err)
+		}
+		var interrupted *rollout.Interrupted
+		if errors.As(err, &interrupted) {
+			fmt.Fprintf(stdout, "stopped after the restarts in progress (%v)\n  still on the old process: %s\n", interrupted.Err, strings.Join(interrupted.NotRestarted, ", "))
 			return fmt.Errorf("reload: %w", err)
 		}
 		if err != nil {
@@ -130,7 +143,7 @@ func runReload(ctx context.Context, maxUnavailable int, timeout time.Duration, s
 }
 
 func runningWorkers(ctx context.Context, c *units.Client) ([]units.Worker, error) {
-	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	ctx, cancel := queryContext(ctx)
 	defer cancel()
 	ws, err := c.Workers(ctx)
 	var running []units.Worker

@@ -25,7 +25,7 @@ func newScaleCommand() *cobra.Command {
 ` + config.EnvFile + `, which scaling never edits), regenerate the units
 (daemon-reload), then start only the missing workers and drain only the surplus
 ones. While a reload or another scale runs, it waits for it to finish, saying
-so. Needs root.`,
+so. Ctrl-C or SIGTERM stops it after the start or drain in progress. Needs root.`,
 		Example: `  clusterapp scale 4
   clusterapp scale 1 --timeout 30s`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -55,11 +55,15 @@ so. Needs root.`,
 // generator through daemon-reload) and live: it starts only the missing
 // instances and stops (drains) only the surplus ones.
 func runScale(ctx context.Context, n int, timeout time.Duration, stdout io.Writer) error {
+	// Dialed before the interruption is armed: the connection closes when
+	// its context ends, and the job in progress is still to be waited for.
 	c, err := dialUnits(ctx, "scale")
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	ctx, stop := interruptible(ctx, stdout)
+	defer stop()
 	// A reload running meanwhile would restart, and so start again, the
 	// workers this drains; a second scale would start or drain others.
 	lock, err := lockPool(ctx, "scale", stdout)
@@ -72,6 +76,9 @@ func runScale(ctx context.Context, n int, timeout time.Duration, stdout io.Write
 	}
 	fmt.Fprintf(stdout, "CLUSTERAPP_WORKERS=%d written to %s\n", n, config.ScaleFile)
 	if err := applyScale(ctx, c, n, timeout, stdout); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("scale: %w; CLUSTERAPP_WORKERS=%d is written: clusterapp reload finishes the change", err, n)
+		}
 		return fmt.Errorf("scale: %w", err)
 	}
 	return nil
@@ -108,7 +115,9 @@ func writeScaleFile(path string, n int) error {
 }
 
 func applyScale(ctx context.Context, c *units.Client, n int, timeout time.Duration, stdout io.Writer) error {
-	qctx, cancel := context.WithTimeout(ctx, opTimeout)
+	// Not cut short by an interruption: the units then agree with the
+	// file just written.
+	qctx, cancel := queryContext(ctx)
 	defer cancel()
 	if err := c.DaemonReload(qctx); err != nil {
 		return err
@@ -172,8 +181,14 @@ func stopSurplus(ctx context.Context, c *units.Client, n int, timeout time.Durat
 	return nil
 }
 
+// timedJob runs one job, bounded by timeout, and says how long it took.
+// Once ctx is interrupted it runs none, naming the unit left as it was; a
+// job already running is waited for (jobContext).
 func timedJob(ctx context.Context, timeout time.Duration, done, unit string, job func(context.Context, string) error, stdout io.Writer) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w; %s not %s", context.Cause(ctx), unit, done)
+	}
+	ctx, cancel := jobContext(ctx, timeout)
 	defer cancel()
 	start := time.Now()
 	if err := job(ctx, unit); err != nil {

@@ -13,7 +13,8 @@
 //
 // The first failed restart stops the rollout: workers not yet started are
 // left alone (still running the old code), restarts already in progress are
-// waited for, and the error names the worker.
+// waited for, and the error names the worker. An interruption (the context
+// ending) stops it the same way.
 package rollout
 
 import (
@@ -61,12 +62,34 @@ func (f *Failure) Error() string {
 
 func (f *Failure) Unwrap() error { return f.Err }
 
+// Interrupted is a rollout stopped by its context (an operator's Ctrl-C, a
+// SIGTERM) before every worker was restarted. The restarts in progress were
+// seen through first.
+type Interrupted struct {
+	// Err is the context's cause.
+	Err error
+	// NotRestarted lists the workers left on the old process.
+	NotRestarted []string
+}
+
+// Error leaves the cause out (callers say what interrupted them first); it
+// is there for errors.Is.
+func (i *Interrupted) Error() string {
+	return "interrupted; not restarted: " + strings.Join(i.NotRestarted, ", ")
+}
+
+func (i *Interrupted) Unwrap() error { return i.Err }
+
 // ErrNothingToDo is returned when units is empty.
 var ErrNothingToDo = errors.New("no running worker to restart")
 
 // Run restarts units in order, at most opts.MaxUnavailable at a time.
 // It returns nil when every unit restarted, a *Failure for the first unit
-// that did not (in order of failure), or ctx's error when canceled.
+// that did not (in order of failure), or an *Interrupted when ctx ended
+// first. Once ctx ends no further restart starts, but those in progress
+// are waited for (each still bounded by opts.Timeout): systemd finishes a
+// job whether or not anyone waits for it, and the caller must be able to
+// say how each one ended.
 func Run(ctx context.Context, units []string, r Restarter, opts Options) error {
 	if len(units) == 0 {
 		return ErrNothingToDo
@@ -79,38 +102,53 @@ func Run(ctx context.Context, units []string, r Restarter, opts Options) error {
 	)
 	slots := make(chan struct{}, opts.MaxUnavailable)
 	failed := func() bool { mu.Lock(); defer mu.Unlock(); return failure != nil }
-	for i, unit := range units {
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			wg.Wait()
-			return ctx.Err()
-		}
+	next := 0
+	for ; next < len(units) && takeSlot(ctx, slots); next++ {
 		if failed() {
-			mu.Lock()
-			failure.NotRestarted = append(failure.NotRestarted, units[i:]...)
-			mu.Unlock()
+			<-slots
 			break
 		}
 		wg.Add(1)
-		go func() {
+		go func(unit string) {
 			defer wg.Done()
 			defer func() { <-slots }()
-			err := restartOne(ctx, r, unit, opts)
-			if err != nil {
+			if err := restartOne(context.WithoutCancel(ctx), r, unit, opts); err != nil {
 				mu.Lock()
 				if failure == nil {
 					failure = &Failure{Unit: unit, Err: err}
 				}
 				mu.Unlock()
 			}
-		}()
+		}(units[next])
 	}
 	wg.Wait()
-	if failure != nil {
+	left := units[next:]
+	switch {
+	case failure != nil:
+		failure.NotRestarted = left
 		return failure
+	case len(left) > 0:
+		return &Interrupted{Err: context.Cause(ctx), NotRestarted: left}
 	}
 	return nil
+}
+
+// takeSlot waits for a free slot; false, holding none, once ctx has ended
+// (a select between the two would pick either when both are ready).
+func takeSlot(ctx context.Context, slots chan struct{}) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	select {
+	case slots <- struct{}{}:
+		if ctx.Err() != nil {
+			<-slots
+			return false
+		}
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func restartOne(ctx context.Context, r Restarter, unit string, opts Options) error {

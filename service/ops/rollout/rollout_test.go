@@ -109,3 +109,51 @@ func TestNothingToDo(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// Canceling the rollout (Ctrl-C, SIGTERM) starts no further restart, sees
+// the one in progress through (systemd finishes its job whether or not
+// anyone waits; the report must say how it ended) and names the workers
+// left on their old process. It used to return at once, the restart in
+// progress abandoned as "canceled".
+func TestInterruptedWaitsForTheRestartInProgress(t *testing.T) {
+	f := &fakeManager{restartTime: 50 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	var done []string
+	go func() {
+		for {
+			f.mu.Lock()
+			n := len(f.started)
+			f.mu.Unlock()
+			if n == 2 {
+				cancel()
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	err := Run(ctx, workers(4), f, Options{Done: func(u string, _ time.Duration) { done = append(done, u) }})
+	var in *Interrupted
+	if !errors.As(err, &in) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want *Interrupted wrapping context.Canceled", err)
+	}
+	if !reflect.DeepEqual(done, []string{"w1", "w2"}) || !reflect.DeepEqual(in.NotRestarted, []string{"w3", "w4"}) {
+		t.Fatalf("done %v, not restarted %v; want w1,w2 seen through and w3,w4 left", done, in.NotRestarted)
+	}
+	if want := "interrupted; not restarted: w3, w4"; err.Error() != want {
+		t.Errorf("message %q, want %q", err, want)
+	}
+}
+
+// A rollout canceled before it starts restarts nothing (the select between
+// a free slot and the canceled context used to pick either).
+func TestCanceledBeforeStartRestartsNothing(t *testing.T) {
+	for range 20 {
+		f := &fakeManager{}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		var in *Interrupted
+		if err := Run(ctx, workers(2), f, Options{}); !errors.As(err, &in) || len(f.started) != 0 || len(in.NotRestarted) != 2 {
+			t.Fatalf("got %v, started %v", err, f.started)
+		}
+	}
+}
