@@ -133,6 +133,7 @@ var (
 	dInFlight    = desc("clusterapp_http_requests_in_flight", "Requests inside a route's handler now (admitted, not queued).")
 	dConnsOpen   = desc("clusterapp_http_connections_open", "Client connections open on the worker.")
 	dAccepted    = desc("clusterapp_http_connections_accepted_total", "Client connections the worker accepted.")
+	dRejected    = desc("clusterapp_http_requests_rejected_total", "Requests net/http ended before a route saw them, so in no other count: malformed (400), headers over CLUSTERAPP_MAX_HEADER_BYTES (431), an unsupported version or transfer encoding (501, 505), headers not complete within CLUSTERAPP_READ_HEADER_TIMEOUT (slowloris), the client leaving mid-headers, or a connection sending nothing within that timeout.")
 	dAdmitted    = desc("clusterapp_admission_admitted_total", "Requests admitted by admission control.")
 	dShed        = desc("clusterapp_admission_shed_total", "Requests answered 503 because the worker was at capacity.")
 	dWait        = desc("clusterapp_admission_wait_seconds", "Time admitted requests waited for a free slot.")
@@ -172,7 +173,8 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 func Names() []string {
 	return []string{
 		"clusterapp_http_requests_total", "clusterapp_http_request_duration_seconds", "clusterapp_http_requests_in_flight",
-		"clusterapp_http_connections_open", "clusterapp_http_connections_accepted_total", "clusterapp_admission_admitted_total",
+		"clusterapp_http_connections_open", "clusterapp_http_connections_accepted_total", "clusterapp_http_requests_rejected_total",
+		"clusterapp_admission_admitted_total",
 		"clusterapp_admission_shed_total", "clusterapp_admission_wait_seconds", "clusterapp_ratelimit_limited_total",
 		"clusterapp_ratelimit_unavailable_total", "clusterapp_ratelimit_table", "clusterapp_cache_hits_total",
 		"clusterapp_cache_misses_total", "clusterapp_balance_accept_deferred_seconds", "clusterapp_balance_gate_open",
@@ -268,7 +270,7 @@ func (c poolCollector) collectSlot(ch chan<- prometheus.Metric, slot int, v func
 	for _, w := range []struct {
 		d *prometheus.Desc
 		w int
-	}{{dAccepted, wAccepted}, {dAdmitted, wAdmitted}, {dShed, wShed}, {dLimited, wLimited}, {dUnavailable, wUnavailable}, {dHits, wHits}, {dMisses, wMisses}, {dStarts, wStarts}} {
+	}{{dAccepted, wAccepted}, {dRejected, wRejected}, {dAdmitted, wAdmitted}, {dShed, wShed}, {dLimited, wLimited}, {dUnavailable, wUnavailable}, {dHits, wHits}, {dMisses, wMisses}, {dStarts, wStarts}} {
 		counter(w.d, w.w)
 	}
 	ch <- prometheus.MustNewConstMetric(dCPU, prometheus.CounterValue, float64(v(wCPUNs))/1e9, name)

@@ -38,6 +38,7 @@ const (
 	wInFlight           // gauge
 	wConnsOpen          // gauge
 	wAccepted           // counter
+	wRejected           // counter: requests net/http ended before the handler saw them
 	wAdmitted           // counter
 	wShed               // counter
 	wLimited            // counter

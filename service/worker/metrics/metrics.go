@@ -206,6 +206,10 @@ func (m *Metrics) ConnOpened() { m.add(wAccepted, 1); m.add(wConnsOpen, 1) }
 // ConnClosed counts a closed client connection.
 func (m *Metrics) ConnClosed() { m.add(wConnsOpen, ^uint64(0)) }
 
+// RequestRejected counts a request net/http ended before the handler saw it
+// (server.RejectObserver): malformed, headers too large or too slow.
+func (m *Metrics) RequestRejected() { m.add(wRejected, 1) }
+
 // Admitted counts a request admitted after waiting wait (admission.Observer).
 func (m *Metrics) Admitted(wait time.Duration) { m.add(wAdmitted, 1); m.observe(m.lay.wait, wait) }
 

@@ -424,3 +424,17 @@ func TestDesiredReadAtTheScrape(t *testing.T) {
 		t.Errorf("desired %v when it cannot be read, want the start's 4", got)
 	}
 }
+
+// Requests net/http ended itself (server.RejectObserver) have a counter of
+// their own, since no route counted them.
+func TestRejectedRequestsCounted(t *testing.T) {
+	m, _ := newWorker(t, "", "1")
+	if got := value(t, m, "clusterapp_http_requests_rejected_total", `worker="1"`); got != 0 {
+		t.Fatalf("before any: %v", got)
+	}
+	m.RequestRejected()
+	m.RequestRejected()
+	if got := value(t, m, "clusterapp_http_requests_rejected_total", `worker="1"`); got != 2 {
+		t.Fatalf("rejected = %v, want 2", got)
+	}
+}

@@ -52,6 +52,9 @@ func (l lingerListener) Unwrap() net.Listener { return l.Listener }
 type lingerConn struct {
 	tcpConn
 	linger atomic.Bool // set by lingerOnClose, taken by the first Close
+	// stats are the connection's numbers, set before net/http reports its
+	// first state: its ConnState hook reads them (Server.rejected).
+	stats *connStats
 }
 
 // lingerOnClose makes the next Close graceful.

@@ -67,6 +67,17 @@ type ReuseObserver interface {
 	ConnReused(reused bool)
 }
 
+// RejectObserver, when a ConnObserver implements it too, is told of every
+// request net/http ended before the handler saw it: malformed (400),
+// headers over MaxHeaderBytes (431), an unsupported version or transfer
+// encoding (501, 505), headers not complete within ReadHeaderTimeout, the
+// client leaving mid-headers, or no byte at all within ReadHeaderTimeout
+// of connecting. net/http answers or closes those itself; without this they
+// showed nowhere but in the connections accepted.
+type RejectObserver interface {
+	RequestRejected()
+}
+
 // Server is an http.Server with connection tracking, a lossless drain and
 // request-count recycling.
 type Server struct {
@@ -99,6 +110,10 @@ type Server struct {
 type connInfo struct {
 	state    atomic.Int32 // an http.ConnState
 	requests atomic.Int64 // times the connection became active
+	// handledThen is how many requests the handler had seen when the
+	// connection last became active: the same number at its close means
+	// net/http ended the request it was reading (RejectObserver).
+	handledThen atomic.Int64
 	// since is when it became idle (or opened), in Unix nanoseconds on
 	// Options.Now, recorded only once a drain has begun: closeIdle counts
 	// a connection quiet since before the drain as quiet since the drain's
@@ -131,8 +146,11 @@ func New(opts Options, handler http.Handler) *Server {
 		DisableGeneralOptionsHandler: true,
 		ErrorLog:                     newErrorLog(opts.Log),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			lc, _ := c.(*lingerConn) // nil for a connection that is not TCP
-			return context.WithValue(ctx, connStatsKey{}, &connStats{opened: s.opts.Now(), conn: lc})
+			st := &connStats{opened: s.opts.Now()}
+			if lc, ok := c.(*lingerConn); ok { // not for a connection that is not TCP
+				st.conn, lc.stats = lc, st
+			}
+			return context.WithValue(ctx, connStatsKey{}, st)
 		},
 	}
 	return s
@@ -276,8 +294,11 @@ func (s *Server) connState(c net.Conn, state http.ConnState) {
 		info := v.(*connInfo)
 		if state == http.StateIdle {
 			s.markQuiet(info) // only idle connections are timed (closeIdle)
-		} else if info.requests.Add(1) == 2 {
-			s.reused(true)
+		} else {
+			if info.requests.Add(1) == 2 {
+				s.reused(true)
+			}
+			info.handledThen.Store(handled(c))
 		}
 		info.state.Store(int32(state))
 	case http.StateClosed, http.StateHijacked:
@@ -286,8 +307,12 @@ func (s *Server) connState(c net.Conn, state http.ConnState) {
 		}
 		if v, ok := conns.LoadAndDelete(c); ok {
 			s.open.Add(-1)
-			if v.(*connInfo).requests.Load() <= 1 {
+			info := v.(*connInfo)
+			if info.requests.Load() <= 1 {
 				s.reused(false)
+			}
+			if state == http.StateClosed && s.rejected(c, info) {
+				s.observeRejected()
 			}
 			for _, o := range s.opts.ConnObservers {
 				o.ConnClosed()
@@ -303,6 +328,40 @@ func (s *Server) markQuiet(info *connInfo) {
 		info.since.Store(s.opts.Now().UnixNano())
 	} else {
 		info.since.Store(0)
+	}
+}
+
+// rejected reports whether c closed on a request net/http ended before the
+// handler saw it (RejectObserver): bytes arrived and no request reached the
+// handler since, or none arrived within ReadHeaderTimeout of connecting
+// (a drain's closing of idle connections aside).
+func (s *Server) rejected(c net.Conn, info *connInfo) bool {
+	n := handled(c)
+	if n < 0 {
+		return false
+	}
+	if info.requests.Load() > 0 {
+		return n == info.handledThen.Load()
+	}
+	lc := c.(*lingerConn)
+	t := s.opts.ReadHeaderTimeout
+	return t > 0 && !s.draining.Load() && s.opts.Now().Sub(lc.stats.opened) >= t
+}
+
+// handled is how many requests of c reached the handler; -1 when the server
+// does not know (a connection that is not TCP).
+func handled(c net.Conn) int64 {
+	if lc, ok := c.(*lingerConn); ok && lc.stats != nil {
+		return lc.stats.requests.Load()
+	}
+	return -1
+}
+
+func (s *Server) observeRejected() {
+	for _, o := range s.opts.ConnObservers {
+		if r, ok := o.(RejectObserver); ok {
+			r.RequestRejected()
+		}
 	}
 }
 
