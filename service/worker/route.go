@@ -118,7 +118,7 @@ func (s *Stack) router(routes []Route) http.Handler {
 	paths := slices.Sorted(maps.Keys(table))
 	notFound := s.opts.Metrics.Instrument(unmatched)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		path := r.URL.Path
-		if path == "" { // CONNECT's authority form, or an absolute URI without a path
+		if path == "" { // CONNECT's authority form (common gives an absolute URI without a path "/")
 			path = r.RequestURI
 		}
 		Error(w, http.StatusNotFound, "no route for "+path, map[string]any{"routes": paths})

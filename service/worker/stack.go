@@ -105,6 +105,9 @@ func (s *Stack) common(next http.Handler) http.Handler {
 	worker := []string{s.opts.Name}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header()["X-Worker"] = worker
+		if r.URL.Path == "" && r.Method != http.MethodConnect {
+			r = atRoot(r)
+		}
 		if r.ContentLength > s.opts.MaxBodyBytes {
 			h, ok := s.tooLarge[r.URL.Path]
 			if !ok {
@@ -122,6 +125,18 @@ func (s *Stack) common(next http.Handler) http.Handler {
 		s.state.RUnlock() // empty on purpose: requests only wait here while /debug/hang holds the lock
 		next.ServeHTTP(w, r)
 	})
+}
+
+// atRoot is r with the path "/": an absolute-form target with an empty path
+// ("GET http://host HTTP/1.1", as a proxy may forward it) names the root
+// (RFC 9110, section 4.2.3), not a path of its own to answer 404. r is
+// net/http's, so it is copied, not changed.
+func atRoot(r *http.Request) *http.Request {
+	u := *r.URL
+	u.Path = "/"
+	root := *r
+	root.URL = &u
+	return &root
 }
 
 // bodyTooLarge answers a request whose Content-Length is over the cap.
