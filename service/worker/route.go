@@ -124,6 +124,7 @@ func (s *Stack) router(routes []Route) http.Handler {
 		Error(w, http.StatusNotFound, "no route for "+path, map[string]any{"routes": paths})
 	}))
 	options := s.opts.Metrics.Instrument(unmatched)(http.HandlerFunc(serverOptions))
+	preface := s.opts.Metrics.Instrument(unmatched)(http.HandlerFunc(http2Preface))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h, ok := table[r.URL.Path]; ok {
 			h.ServeHTTP(w, r)
@@ -131,6 +132,10 @@ func (s *Stack) router(routes []Route) http.Handler {
 		}
 		if r.RequestURI == "*" && r.Method == http.MethodOptions {
 			options.ServeHTTP(w, r)
+			return
+		}
+		if r.Method == "PRI" && r.ProtoMajor == 2 {
+			preface.ServeHTTP(w, r)
 			return
 		}
 		notFound.ServeHTTP(w, r)
@@ -146,6 +151,15 @@ func (s *Stack) router(routes []Route) http.Handler {
 func serverOptions(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Length", "0")
 	w.WriteHeader(http.StatusOK)
+}
+
+// http2Preface answers the HTTP/2 connection preface, "PRI * HTTP/2.0",
+// which net/http passes to the handler: a client speaking HTTP/2 without
+// TLS from its first byte (h2c with prior knowledge). The port speaks
+// HTTP/1.1 only (an h2c upgrade header is ignored), which the 505 says
+// rather than "no route for *"; net/http closes the connection after it.
+func http2Preface(w http.ResponseWriter, _ *http.Request) {
+	Error(w, http.StatusHTTPVersionNotSupported, "HTTP/2 without TLS (h2c with prior knowledge) is not served: this port speaks HTTP/1.1", nil)
 }
 
 // allowOnly answers a JSON 405 with an Allow header to other methods.
