@@ -264,12 +264,21 @@ func (m *Metrics) instrument(b routeBlock, next http.Handler) http.Handler {
 			s := &StatusWriter{ResponseWriter: w}
 			sw, w = s, s
 		}
+		returned := false
 		defer func() {
 			m.add(wInFlight, ^uint64(0))
 			m.observe(b.duration, time.Since(start))
-			m.countCode(b, sw.Status())
+			code := sw.Status()
+			if !returned {
+				// The handler panicked (net/http recovers it, logs it and
+				// closes the connection): the client got no answer, or a
+				// cut one, whatever the writer reports.
+				code = http.StatusInternalServerError
+			}
+			m.countCode(b, code)
 		}()
 		next.ServeHTTP(w, r)
+		returned = true
 	})
 }
 

@@ -438,3 +438,29 @@ func TestRejectedRequestsCounted(t *testing.T) {
 		t.Fatalf("rejected = %v, want 2", got)
 	}
 }
+
+// A handler that panics is counted as a 500, whatever it wrote before: net/http
+// recovers the panic and closes the connection, so the client got no answer
+// or a cut one. It was counted as the 200 the writer reports when nothing
+// was written, a failure shown as a success.
+func TestPanickingHandlerCountsAsServerError(t *testing.T) {
+	m, _ := newWorker(t, "", "1")
+	h := m.Instrument("/fib")(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }))
+	func() {
+		defer func() {
+			if p := recover(); p != "boom" {
+				t.Fatalf("the panic reached the caller as %v, want boom: net/http must still see it", p)
+			}
+		}()
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/fib", nil))
+	}()
+	if got := value(t, m, "clusterapp_http_requests_total", `code="200",route="/fib",worker="1"`); got != 0 {
+		t.Errorf("200s: %v, want 0", got)
+	}
+	if got := value(t, m, "clusterapp_http_requests_total", `code="500",route="/fib",worker="1"`); got != 1 {
+		t.Errorf("500s: %v, want 1", got)
+	}
+	if got := value(t, m, "clusterapp_http_requests_in_flight", `worker="1"`); got != 0 {
+		t.Errorf("in flight after the panic: %v, want 0", got)
+	}
+}
