@@ -57,7 +57,8 @@ type lingerConn struct {
 	stats *connStats
 }
 
-// lingerOnClose makes the next Close graceful.
+// lingerOnClose makes the next Close graceful. Server.track calls it once
+// the handler of a response carrying Connection: close has returned.
 func (c *lingerConn) lingerOnClose() { c.linger.Store(true) }
 
 // Close closes the connection; after lingerOnClose, first its writing side,

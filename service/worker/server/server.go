@@ -254,13 +254,19 @@ func (s *Server) track(next http.Handler) http.Handler {
 			})
 		}
 		cw := &closingWriter{ResponseWriter: w, draining: &s.draining}
-		if st, ok := r.Context().Value(connStatsKey{}).(*connStats); ok {
+		st, _ := r.Context().Value(connStatsKey{}).(*connStats)
+		if st != nil {
 			n := st.requests.Add(1)
 			k, t := s.opts.KeepAliveRequests, s.opts.KeepAliveTime
 			cw.last = (k > 0 && n >= int64(k)) || (t > 0 && s.opts.Now().Sub(st.opened) >= t)
-			cw.conn = st.conn
 		}
 		next.ServeHTTP(cw, r)
+		// Only once the handler has returned: net/http then closes the
+		// connection from its own goroutine. A drain's forced close of a
+		// connection whose handler still runs must not wait on the client.
+		if cw.closing && st != nil && st.conn != nil {
+			st.conn.lingerOnClose()
+		}
 	})
 }
 

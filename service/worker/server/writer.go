@@ -15,8 +15,8 @@ type closingWriter struct {
 	http.ResponseWriter
 	draining *atomic.Bool
 	last     bool
-	conn     *lingerConn // told to end gracefully; nil when not TCP
-	status   int         // the first status written; 0 before the header
+	closing  bool // Connection: close was added
+	status   int  // the first status written; 0 before the header
 }
 
 func (w *closingWriter) WriteHeader(code int) {
@@ -24,9 +24,7 @@ func (w *closingWriter) WriteHeader(code int) {
 		w.status = code
 		if w.last || w.draining.Load() {
 			w.Header().Set("Connection", "close")
-			if w.conn != nil {
-				w.conn.lingerOnClose()
-			}
+			w.closing = true
 		}
 	}
 	w.ResponseWriter.WriteHeader(code)
