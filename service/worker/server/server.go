@@ -261,6 +261,12 @@ func (s *Server) track(next http.Handler) http.Handler {
 			cw.last = (k > 0 && n >= int64(k)) || (t > 0 && s.opts.Now().Sub(st.opened) >= t)
 		}
 		next.ServeHTTP(cw, r)
+		if cw.status == 0 && !cw.hijacked {
+			// Nothing written: net/http answers 200 after this returns,
+			// past the writer. Written here, it gets Connection: close
+			// when it must, like every other answer.
+			cw.WriteHeader(http.StatusOK)
+		}
 		// Only once the handler has returned: net/http then closes the
 		// connection from its own goroutine. A drain's forced close of a
 		// connection whose handler still runs must not wait on the client.

@@ -16,6 +16,7 @@ type closingWriter struct {
 	draining *atomic.Bool
 	last     bool
 	closing  bool // Connection: close was added
+	hijacked bool // the handler took the connection over
 	status   int  // the first status written; 0 before the header
 }
 
@@ -63,5 +64,7 @@ func (w *closingWriter) Flush() {
 // Hijack hands the connection over to the handler (WebSocket libraries
 // assert w.(http.Hijacker)); its error is net/http's when it cannot.
 func (w *closingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	return http.NewResponseController(w.ResponseWriter).Hijack()
+	c, rw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	w.hijacked = err == nil
+	return c, rw, err
 }

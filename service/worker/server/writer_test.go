@@ -77,3 +77,30 @@ func TestHandlerWriterFlushesAndHijacks(t *testing.T) {
 		t.Fatalf("hijack: %q", got)
 	}
 }
+
+// A handler that writes nothing is answered 200 by net/http after it
+// returns, past the writer: the keep-alive bound and a drain must still
+// end its connection. Its answer carried no Connection: close, so the
+// bound never applied to it, and a drain left the client to reuse a
+// connection the drain was about to close.
+func TestEmptyAnswerStillEndsTheConnection(t *testing.T) {
+	_, addr := newServer(t, func(o *Options) { o.KeepAliveRequests = 2 }, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(conn)
+	for i := 1; i <= 2; i++ {
+		io.WriteString(conn, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Close != (i == 2) {
+			t.Fatalf("request %d: %d, Connection: close = %v; want 200, close on the 2nd only", i, resp.StatusCode, resp.Close)
+		}
+	}
+}
