@@ -206,3 +206,36 @@ func TestOpsScaleInterrupted(t *testing.T) {
 		t.Errorf("after the reload that finishes the scale: active %v, want workers 1 to 5", b.ActiveWorkers())
 	}
 }
+
+// A worker in a crash loop (its own drop-in sets an invalid value, so it
+// exits 78 and systemd restarts it for good): a reload stops at it and
+// says why, as at a worker of the rolling restart, where it used to say
+// only "job failed"; and `clusterapp scale` below it stops it, where it
+// used to stop only the active workers above the count and leave this one
+// restarting, to serve once it could.
+func TestOpsCrashLoopingWorker(t *testing.T) {
+	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=3\n"})
+	b.WriteFile("/etc/systemd/system/clusterapp-worker@3.service.d/90-bad.conf", "[Service]\nEnvironment=CLUSTERAPP_SHUTDOWN_TIMEOUT=abc\n")
+	b.Must("systemctl", "daemon-reload")
+	// --no-block: worker 3's start job never completes.
+	b.Must("systemctl", "start", "--no-block", config.SocketUnit, config.MetricsSocketUnit, config.TargetUnit)
+	b.Eventually(20*time.Second, "workers 1 and 2 active", func() bool { return allActive(b, 2) })
+
+	out, err := b.Run("clusterapp", "reload", "--timeout", "30s")
+	t.Logf("reload (%v):\n%s", err, out)
+	for _, want := range []string{"stopped at clusterapp-worker@3.service", "still on the old process: clusterapp-worker@1.service, clusterapp-worker@2.service", "CLUSTERAPP_SHUTDOWN_TIMEOUT"} {
+		if err == nil || !strings.Contains(out, want) {
+			t.Errorf("the reload does not fail saying %q:\n%s", want, out)
+		}
+	}
+
+	out, err = b.Run("clusterapp", "scale", "2")
+	t.Logf("scale 2 (%v):\n%s", err, out)
+	if err != nil || !strings.Contains(out, "drained and stopped clusterapp-worker@3.service") {
+		t.Errorf("scale 2 does not stop the crash-looping worker 3 (%v):\n%s", err, out)
+	}
+	time.Sleep(2 * time.Second) // its next restart, had it one
+	if state := b.Show(config.WorkerUnit(3), "ActiveState"); state != "inactive" && state != "failed" {
+		t.Errorf("worker 3 after scale 2: %s, want stopped", state)
+	}
+}

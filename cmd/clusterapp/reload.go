@@ -96,6 +96,14 @@ func runReload(ctx context.Context, maxUnavailable int, timeout time.Duration, s
 	n := len(wanted)
 	start := time.Now()
 	if err := startMissing(ctx, c, n, timeout, c.Restart, stdout); err != nil {
+		// A worker that does not come back here (a crash loop the file
+		// still causes) is explained as one in the rolling restart is.
+		var job *units.JobError
+		if errors.As(err, &job) {
+			failure := &rollout.Failure{Unit: job.Unit, Err: err, NotRestarted: units.WorkerNames(running)}
+			explainFailure(ctx, c, failure, stdout)
+			err = failure
+		}
 		return fmt.Errorf("reload: %w", err)
 	}
 	var keep []units.Worker

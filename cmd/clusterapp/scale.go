@@ -166,13 +166,18 @@ func startMissing(ctx context.Context, c *units.Client, n int, timeout time.Dura
 	return nil
 }
 
+// The surplus is every worker above n that is not stopped, not only the
+// active ones: one in a crash loop (activating, auto-restart) was left to
+// restart for good, and to serve once it could.
 func stopSurplus(ctx context.Context, c *units.Client, n int, timeout time.Duration, stdout io.Writer) error {
-	running, err := runningWorkers(ctx, c)
+	qctx, cancel := queryContext(ctx)
+	defer cancel()
+	ws, err := c.Workers(qctx)
 	if err != nil {
 		return err
 	}
-	for _, w := range running {
-		if w.Number > n {
+	for _, w := range ws {
+		if w.Number > n && w.ActiveState != "inactive" && w.ActiveState != "failed" {
 			if err := timedJob(ctx, timeout, "drained and stopped", w.Unit, c.Stop, stdout); err != nil {
 				return err
 			}
