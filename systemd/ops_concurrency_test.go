@@ -208,7 +208,8 @@ func TestOpsScaleInterrupted(t *testing.T) {
 }
 
 // A worker in a crash loop (its own drop-in sets an invalid value, so it
-// exits 78 and systemd restarts it for good): a reload stops at it and
+// exits 78 and systemd restarts it for good): a scale up starts the other
+// workers without waiting for it; a reload stops at it and
 // says why, as at a worker of the rolling restart, where it used to say
 // only "job failed"; and `clusterapp scale` below it stops it, where it
 // used to stop only the active workers above the count and leave this one
@@ -221,9 +222,19 @@ func TestOpsCrashLoopingWorker(t *testing.T) {
 	b.Must("systemctl", "start", "--no-block", config.SocketUnit, config.MetricsSocketUnit, config.TargetUnit)
 	b.Eventually(20*time.Second, "workers 1 and 2 active", func() bool { return allActive(b, 2) })
 
-	out, err := b.Run("clusterapp", "reload", "--timeout", "30s")
+	// Worker 3 is being started already, by systemd, for good: scale
+	// starts worker 4 without waiting for it. clusterapp.target, ordered
+	// after worker 3, is not active yet: scale said "the pool is not
+	// running" and changed nothing live.
+	out, err := b.Run("clusterapp", "scale", "4", "--timeout", "20s")
+	t.Logf("scale 4 (%v):\n%s", err, out)
+	if err != nil || !strings.Contains(out, "started clusterapp-worker@4.service") || !strings.Contains(out, "clusterapp-worker@3.service is starting already") {
+		t.Errorf("scale 4 with worker 3 in a crash loop (%v):\n%s", err, out)
+	}
+
+	out, err = b.Run("clusterapp", "reload", "--timeout", "30s")
 	t.Logf("reload (%v):\n%s", err, out)
-	for _, want := range []string{"stopped at clusterapp-worker@3.service", "still on the old process: clusterapp-worker@1.service, clusterapp-worker@2.service", "CLUSTERAPP_SHUTDOWN_TIMEOUT"} {
+	for _, want := range []string{"stopped at clusterapp-worker@3.service", "still on the old process: clusterapp-worker@1.service, clusterapp-worker@2.service, clusterapp-worker@4.service", "CLUSTERAPP_SHUTDOWN_TIMEOUT"} {
 		if err == nil || !strings.Contains(out, want) {
 			t.Errorf("the reload does not fail saying %q:\n%s", want, out)
 		}
@@ -231,7 +242,7 @@ func TestOpsCrashLoopingWorker(t *testing.T) {
 
 	out, err = b.Run("clusterapp", "scale", "2")
 	t.Logf("scale 2 (%v):\n%s", err, out)
-	if err != nil || !strings.Contains(out, "drained and stopped clusterapp-worker@3.service") {
+	if err != nil || !strings.Contains(out, "drained and stopped clusterapp-worker@3.service") || !strings.Contains(out, "drained and stopped clusterapp-worker@4.service") {
 		t.Errorf("scale 2 does not stop the crash-looping worker 3 (%v):\n%s", err, out)
 	}
 	time.Sleep(2 * time.Second) // its next restart, had it one

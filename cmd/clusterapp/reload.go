@@ -95,7 +95,7 @@ func runReload(ctx context.Context, maxUnavailable int, timeout time.Duration, s
 	}
 	n := len(wanted)
 	start := time.Now()
-	if err := startMissing(ctx, c, n, timeout, c.Restart, stdout); err != nil {
+	if err := startMissing(ctx, c, n, timeout, c.Restart, false, stdout); err != nil {
 		// A worker that does not come back here (a crash loop the file
 		// still causes) is explained as one in the rolling restart is.
 		var job *units.JobError

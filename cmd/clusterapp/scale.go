@@ -129,11 +129,11 @@ func applyScale(ctx context.Context, c *units.Client, n int, timeout time.Durati
 	if len(wanted) != n {
 		return fmt.Errorf("after daemon-reload %s wants %d workers, not %d: is the generator installed (/usr/lib/systemd/system-generators/clusterapp-generator)?", config.TargetUnit, len(wanted), n)
 	}
-	if up, err := c.TargetActive(qctx); err != nil || !up {
+	if up, err := poolRunning(qctx, c); err != nil || !up {
 		_, werr := fmt.Fprintf(stdout, "the pool is not running; %d workers will start with it (systemctl start %s)\n", n, config.TargetUnit)
 		return firstErr(err, werr)
 	}
-	if err := startMissing(ctx, c, n, timeout, c.Start, stdout); err != nil {
+	if err := startMissing(ctx, c, n, timeout, c.Start, true, stdout); err != nil {
 		return err
 	}
 	if err := stopSurplus(ctx, c, n, timeout, stdout); err != nil {
@@ -143,21 +143,43 @@ func applyScale(ctx context.Context, c *units.Client, n int, timeout time.Durati
 	return err
 }
 
+// poolRunning reports whether the pool is up: its target active, or any
+// worker. Not the target alone: systemd orders a target after the units it
+// wants, so while one worker's start job waits (a crash loop from a cold
+// start) the target is inactive, with the other workers serving.
+func poolRunning(ctx context.Context, c *units.Client) (bool, error) {
+	if up, err := c.TargetActive(ctx); err != nil || up {
+		return up, err
+	}
+	running, err := runningWorkers(ctx, c)
+	return len(running) > 0, err
+}
+
 // startMissing starts (with start) each of workers 1..n that is not
 // active, waiting for each to be ready; stopSurplus drains and stops every
-// active worker numbered above n. Run in that order, capacity never dips
-// below both counts.
-func startMissing(ctx context.Context, c *units.Client, n int, timeout time.Duration, start func(context.Context, string) error, stdout io.Writer) error {
-	running, err := runningWorkers(ctx, c)
+// worker numbered above n. Run in that order, capacity never dips below
+// both counts. With leaveStarting, a worker systemd is starting already
+// (activating: a start in progress, or a crash loop's restarts) is left to
+// systemd, and said so: waiting for one in a crash loop held the other
+// workers up until the timeout, then failed without them.
+func startMissing(ctx context.Context, c *units.Client, n int, timeout time.Duration, start func(context.Context, string) error, leaveStarting bool, stdout io.Writer) error {
+	qctx, cancel := queryContext(ctx)
+	defer cancel()
+	ws, err := c.Workers(qctx)
 	if err != nil {
 		return err
 	}
-	up := map[int]bool{}
-	for _, w := range running {
-		up[w.Number] = true
+	state := map[int]units.Worker{}
+	for _, w := range ws {
+		state[w.Number] = w
 	}
 	for i := 1; i <= n; i++ {
-		if !up[i] {
+		w, known := state[i]
+		switch {
+		case known && w.Active():
+		case known && leaveStarting && w.ActiveState == "activating":
+			fmt.Fprintf(stdout, "  %s is starting already (%s/%s, restarts %d): left to systemd; see clusterapp status\n", w.Unit, w.ActiveState, w.SubState, w.Restarts)
+		default:
 			if err := timedJob(ctx, timeout, "started", config.WorkerUnit(i), start, stdout); err != nil {
 				return err
 			}
