@@ -34,6 +34,12 @@ func allActive(b *sandbox.Box, n int) bool {
 	return err == nil && strings.Join(active, " ") == strings.Join(b.WorkerUnits(n), " ")
 }
 
+// untilState is a shell loop, for sh -c, that waits until unit is in
+// state (ActiveState) or 10 s have passed.
+func untilState(unit, state string) string {
+	return fmt.Sprintf("for i in $(seq 200); do [ \"$(systemctl show -p ActiveState --value %s)\" = %s ] && break; sleep 0.05; done; ", unit, state)
+}
+
 // runAsync runs a command inside the box in the background; the returned
 // func waits for its output and error.
 func runAsync(b *sandbox.Box, args ...string) func() (string, error) {
@@ -161,9 +167,9 @@ func TestOpsReloadInterrupted(t *testing.T) {
 	for _, u := range units {
 		old[u] = b.MainPID(u)
 	}
-	// The shell starts the reload, sends it SIGTERM 1 s in (worker 1 is in
-	// its 2 s start), and reports its exit status.
-	out, err := b.Run("sh", "-c", "clusterapp reload & pid=$!; sleep 1; kill -TERM $pid; wait $pid; echo exit status $?")
+	// The shell starts the reload, sends it SIGTERM once worker 1 is
+	// restarting (its start takes 2 s more), and reports its exit status.
+	out, err := b.Run("sh", "-c", "clusterapp reload & pid=$!; "+untilState(units[0], "activating")+"kill -TERM $pid; wait $pid; echo exit status $?")
 	t.Logf("interrupted reload (%v):\n%s", err, out)
 	if strings.Contains(out, "exit status 0") {
 		t.Errorf("an interrupted reload exited 0:\n%s", out)
@@ -191,7 +197,7 @@ func TestOpsReloadInterrupted(t *testing.T) {
 // written and what finishes the change; `clusterapp reload` then does.
 func TestOpsScaleInterrupted(t *testing.T) {
 	b := slowBox(t, 3)
-	out, err := b.Run("sh", "-c", "clusterapp scale 5 & pid=$!; sleep 1; kill -TERM $pid; wait $pid; echo exit status $?")
+	out, err := b.Run("sh", "-c", "clusterapp scale 5 & pid=$!; "+untilState(config.WorkerUnit(4), "activating")+"kill -TERM $pid; wait $pid; echo exit status $?")
 	t.Logf("interrupted scale (%v):\n%s", err, out)
 	for _, want := range []string{"interrupted by SIGTERM", "started clusterapp-worker@4.service", "clusterapp-worker@5.service not started", "clusterapp reload finishes the change", "exit status 1"} {
 		if !strings.Contains(out, want) {
