@@ -78,13 +78,10 @@ func interruptible(ctx context.Context, stdout io.Writer) (context.Context, func
 	}
 }
 
-// poolLockPath is oplock.Path; tests point it elsewhere.
-var poolLockPath = oplock.Path
-
 // lockPool takes the lock of the commands that change the pool, for cmd
 // ("reload"), waiting for another such command to finish and saying so.
 func lockPool(ctx context.Context, cmd string, stdout io.Writer) (*oplock.Lock, error) {
-	l, err := oplock.Acquire(ctx, poolLockPath, "clusterapp "+cmd, func(holder string) {
+	l, err := oplock.Acquire(ctx, oplock.Path, "clusterapp "+cmd, func(holder string) {
 		if holder == "" {
 			holder = "another clusterapp command"
 		}
