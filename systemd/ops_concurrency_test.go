@@ -256,3 +256,26 @@ func TestOpsCrashLoopingWorker(t *testing.T) {
 		t.Errorf("worker 3 after scale 2: %s, want stopped", state)
 	}
 }
+
+// A worker that falls into a crash loop while the pool runs: `clusterapp
+// scale 4` failed at once with "start clusterapp-worker@3.service: job
+// failed" and never started worker 4. Now worker 3 is named and left to
+// systemd, and worker 4 starts.
+func TestOpsScaleUpPastACrashLoopingWorker(t *testing.T) {
+	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=3\n"})
+	b.Start(3)
+	b.Eventually(20*time.Second, "every worker active", func() bool { return allActive(b, 3) })
+	b.WriteFile("/etc/systemd/system/clusterapp-worker@3.service.d/90-bad.conf", "[Service]\nEnvironment=CLUSTERAPP_SHUTDOWN_TIMEOUT=abc\n")
+	b.Must("systemctl", "daemon-reload")
+	b.Must("systemctl", "restart", "--no-block", config.WorkerUnit(3))
+	b.Eventually(10*time.Second, "worker 3 in its crash loop", func() bool { return b.Show(config.WorkerUnit(3), "ActiveState") == "activating" })
+
+	out, err := b.Run("clusterapp", "scale", "4", "--timeout", "20s")
+	t.Logf("scale 4 (%v):\n%s", err, out)
+	if err != nil || !strings.Contains(out, "clusterapp-worker@3.service is starting already") || !strings.Contains(out, "started clusterapp-worker@4.service") {
+		t.Errorf("scale 4 past worker 3 in a crash loop (%v):\n%s", err, out)
+	}
+	if state := b.Show(config.WorkerUnit(4), "ActiveState"); state != "active" {
+		t.Errorf("worker 4 after scale 4: %s", state)
+	}
+}
