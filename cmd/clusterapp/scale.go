@@ -159,9 +159,10 @@ func poolRunning(ctx context.Context, c *units.Client) (bool, error) {
 // active, waiting for each to be ready; stopSurplus drains and stops every
 // worker numbered above n. Run in that order, capacity never dips below
 // both counts. With leaveStarting, a worker systemd is starting already
-// (activating: a start in progress, or a crash loop's restarts) is left to
-// systemd, and said so: waiting for one in a crash loop held the other
-// workers up until the timeout, then failed without them.
+// (activating or deactivating: a start in progress, or a crash loop's
+// restarts) is left to systemd, and said so: a start job on one in a crash
+// loop failed, or waited until the timeout, and the workers after it were
+// not started.
 func startMissing(ctx context.Context, c *units.Client, n int, timeout time.Duration, start func(context.Context, string) error, leaveStarting bool, stdout io.Writer) error {
 	qctx, cancel := queryContext(ctx)
 	defer cancel()
@@ -177,8 +178,11 @@ func startMissing(ctx context.Context, c *units.Client, n int, timeout time.Dura
 		w, known := state[i]
 		switch {
 		case known && w.Active():
-		case known && leaveStarting && w.ActiveState == "activating":
-			fmt.Fprintf(stdout, "  %s is starting already (%s/%s, restarts %d): left to systemd; see clusterapp status\n", w.Unit, w.ActiveState, w.SubState, w.Restarts)
+		case known && leaveStarting && w.ActiveState != "inactive" && w.ActiveState != "failed":
+			// Deactivating too: a crash loop passes through its
+			// ExecStopPost= between two starts, and a start job then
+			// fails at once.
+			fmt.Fprintf(stdout, "  %s is being started by systemd already (%s/%s, restarts %d): left to it; see clusterapp status\n", w.Unit, w.ActiveState, w.SubState, w.Restarts)
 		default:
 			if err := timedJob(ctx, timeout, "started", config.WorkerUnit(i), start, stdout); err != nil {
 				return err
