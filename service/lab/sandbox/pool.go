@@ -39,9 +39,29 @@ func (d *Driver) ActiveWorkers(ctx context.Context) ([]string, error) {
 
 // AllActive reports whether every unit is active; false also when the box
 // could not be asked.
+//
+// `systemctl is-active` with several units succeeds when any one of them is
+// active (systemctl(1)), so its exit status alone let Start return while a
+// worker was still down; each unit's line of its output is read instead.
 func (d *Driver) AllActive(ctx context.Context, units ...string) bool {
-	_, err := d.Exec(ctx, CommandTimeout, append([]string{"systemctl", "is-active", "--quiet"}, units...)...)
-	return err == nil
+	out, _ := d.Exec(ctx, CommandTimeout, append([]string{"systemctl", "is-active"}, units...)...) // non-zero unless all are active
+	return allActive(out, len(units))
+}
+
+// allActive reports whether the output of `systemctl is-active` for n units
+// says "active" for each of them: its last n lines, one state per unit in
+// order (the box's stderr comes first, in the same output).
+func allActive(out string, n int) bool {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if n == 0 || len(lines) < n {
+		return false
+	}
+	for _, l := range lines[len(lines)-n:] {
+		if strings.TrimSpace(l) != "active" {
+			return false
+		}
+	}
+	return true
 }
 
 // Curl sends one GET to url from inside the box, bounded by maxTime, and

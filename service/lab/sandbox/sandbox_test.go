@@ -199,3 +199,25 @@ func TestBoxFailsTheTestOnError(t *testing.T) {
 		t.Errorf("Run = %q, %v; want the output and the command's own error", out, err)
 	}
 }
+
+// `systemctl is-active a b c` exits 0 when any one is active: every line
+// must say active.
+func TestAllActiveReadsEveryUnit(t *testing.T) {
+	for _, tc := range []struct {
+		out  string
+		n    int
+		want bool
+	}{
+		{"active\nactive\nactive\n", 3, true},
+		{"active\nactivating\nactive\n", 3, false},
+		{"active\ninactive\n", 2, false},
+		{"active\n", 2, false},
+		{"Warning: something on stderr\nactive\nactive\n", 2, true},
+		{"", 1, false},
+		{"", 0, false},
+	} {
+		if got := allActive(tc.out, tc.n); got != tc.want {
+			t.Errorf("allActive(%q, %d) = %v, want %v", tc.out, tc.n, got, tc.want)
+		}
+	}
+}
