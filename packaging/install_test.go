@@ -117,10 +117,7 @@ func testDebLifecycle(t *testing.T, pk builds) {
 
 	// An operator's edit of the conffile must survive the upgrade.
 	b.Must("sh", "-c", "echo '# edited by the operator' >> "+config.EnvFile)
-	oldPIDs := map[string]int{}
-	for _, u := range workers {
-		oldPIDs[u] = b.MainPID(u)
-	}
+	oldPIDs := b.MainPIDs(workers...)
 	// A fixed rate one worker carries with room to spare: during a rolling
 	// restart one worker serves everything, and a closed loop saturating it
 	// makes admission control turn requests away with 503 by design (seen:

@@ -93,10 +93,7 @@ func sampleActive(b *sandbox.Box) func() (int, []string) {
 func TestOpsConcurrentReloadsSerialize(t *testing.T) {
 	b := slowBox(t, 3)
 	units := b.WorkerUnits(3)
-	old := map[string]int{}
-	for _, u := range units {
-		old[u] = b.MainPID(u)
-	}
+	old := b.MainPIDs(units...)
 	sampled := sampleActive(b)
 	first := runAsync(b, "clusterapp", "reload")
 	// Into the first reload's restart of worker 2.
@@ -163,10 +160,7 @@ func TestOpsScaleDownDuringReload(t *testing.T) {
 func TestOpsReloadInterrupted(t *testing.T) {
 	b := slowBox(t, 3)
 	units := b.WorkerUnits(3)
-	old := map[string]int{}
-	for _, u := range units {
-		old[u] = b.MainPID(u)
-	}
+	old := b.MainPIDs(units...)
 	// The shell starts the reload, sends it SIGTERM once worker 1 is
 	// restarting (its start takes 2 s more), and reports its exit status.
 	out, err := b.Run("sh", "-c", "clusterapp reload & pid=$!; "+untilState(units[0], "activating")+"kill -TERM $pid; wait $pid; echo exit status $?")

@@ -117,10 +117,7 @@ func TestOpsReloadUnderKeepAliveLoad(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=2\n"})
 	b.Start(2)
 	units := b.WorkerUnits(2)
-	old := map[string]int{}
-	for _, u := range units {
-		old[u] = b.MainPID(u)
-	}
+	old := b.MainPIDs(units...)
 	// A fixed rate one worker carries with room to spare: during a rolling
 	// restart one worker serves everything, and a closed loop saturating it
 	// makes admission control turn requests away with 503 by design (seen:

@@ -85,10 +85,7 @@ func TestOwnHandler(t *testing.T) {
 	// (c) A worker wedged behind a lock still runs but fails its health
 	// probe: it stops pinging, and systemd kills it (WatchdogSec=2s) and
 	// starts another. The request that wedged it ends with it.
-	pids := map[string]int{}
-	for _, u := range units {
-		pids[u] = b.MainPID(u)
-	}
+	pids := b.MainPIDs(units...)
 	hung := make(chan error, 1)
 	go func() {
 		_, err := b.Run("curl", "-s", "--max-time", "20", sandbox.URL+"/debug/hang")

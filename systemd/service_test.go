@@ -22,10 +22,7 @@ func TestServiceUnitStartReloadStop(t *testing.T) {
 	})
 
 	units := b.WorkerUnits(2)
-	old := map[string]int{}
-	for _, u := range units {
-		old[u] = b.MainPID(u)
-	}
+	old := b.MainPIDs(units...)
 	wait := b.LoadAsync("/fib?n=15", "-c", "32", "-rate", "5000", "-d", "5s")
 	time.Sleep(1500 * time.Millisecond)
 	b.Must("systemctl", "reload", "clusterapp")

@@ -29,10 +29,7 @@ func TestRateLimitSlotsChangeUnderLoad(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{Env: tablesEnv})
 	b.Start(2)
 	units := b.WorkerUnits(2)
-	old := map[string]int{}
-	for _, u := range units {
-		old[u] = b.MainPID(u)
-	}
+	old := b.MainPIDs(units...)
 	if ls := b.Must("ls", "-A", "/run/clusterapp"); !strings.Contains(ls, "ratelimit.") {
 		t.Fatalf("/run/clusterapp before the change: %s", ls)
 	}
@@ -111,10 +108,7 @@ func TestRemovedTablesAreRejoined(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{Env: tablesEnv})
 	b.Start(2)
 	units := b.WorkerUnits(2)
-	old := map[string]int{}
-	for _, u := range units {
-		old[u] = b.MainPID(u)
-	}
+	old := b.MainPIDs(units...)
 	wait := b.LoadAsync("/", "-c", "4", "-rate", "200", "-d", "16s")
 	time.Sleep(500 * time.Millisecond)
 	b.Must("sh", "-c", "rm /run/clusterapp/*.table")

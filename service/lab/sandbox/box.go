@@ -147,6 +147,17 @@ func (b *Box) MainPID(unit string) int {
 	return pid
 }
 
+// MainPIDs returns each unit's main PID (0 for one not running), by unit:
+// what a test compares against after a restart.
+func (b *Box) MainPIDs(units ...string) map[string]int {
+	b.t.Helper()
+	pids := make(map[string]int, len(units))
+	for _, u := range units {
+		pids[u] = b.MainPID(u)
+	}
+	return pids
+}
+
 // Eventually polls cond every 20ms until it holds, failing the test if it
 // does not within; it returns how long it took.
 func (b *Box) Eventually(within time.Duration, what string, cond func() bool) time.Duration {
