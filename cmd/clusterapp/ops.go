@@ -78,6 +78,27 @@ func interruptible(ctx context.Context, stdout io.Writer) (context.Context, func
 	}
 }
 
+// beginPoolChange is how a command that changes the pool (reload, scale)
+// begins: it dials systemd, then arms the interruption (the connection
+// closes when the context it was dialed with ends, and the job in progress
+// must still be waited for after a Ctrl-C), then takes the pool lock, so
+// that what it plans from the pool as it is now is not changed meanwhile
+// by another such command. end undoes the three, in the reverse order.
+func beginPoolChange(ctx context.Context, cmd string, stdout io.Writer) (_ context.Context, _ *units.Client, end func(), _ error) {
+	c, err := dialUnits(ctx, cmd)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, stop := interruptible(ctx, stdout)
+	lock, err := lockPool(ctx, cmd, stdout)
+	if err != nil {
+		stop()
+		c.Close()
+		return nil, nil, nil, fmt.Errorf("%s: %w", cmd, err)
+	}
+	return ctx, c, func() { lock.Release(); stop(); c.Close() }, nil
+}
+
 // lockPool takes the lock of the commands that change the pool, for cmd
 // ("reload"), waiting for another such command to finish and saying so.
 func lockPool(ctx context.Context, cmd string, stdout io.Writer) (*oplock.Lock, error) {

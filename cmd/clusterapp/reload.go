@@ -57,22 +57,13 @@ left on their old process; a second one leaves those restarts to systemd.
 // new process's READY=1, and stops at the first failure; around that it
 // brings the pool to the count the target wants.
 func runReload(ctx context.Context, maxUnavailable int, timeout time.Duration, stdout io.Writer) error {
-	// Dialed before the interruption is armed: the connection closes when
-	// its context ends, and the job in progress is still to be waited for.
-	c, err := dialUnits(ctx, "reload")
+	// Everything below is planned from the pool as it is now: another
+	// reload or a scale must not change it meanwhile.
+	ctx, c, end, err := beginPoolChange(ctx, "reload", stdout)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	ctx, stop := interruptible(ctx, stdout)
-	defer stop()
-	// Everything below is planned from the pool as it is now: another
-	// reload or a scale must not change it meanwhile.
-	lock, err := lockPool(ctx, "reload", stdout)
-	if err != nil {
-		return fmt.Errorf("reload: %w", err)
-	}
-	defer lock.Release()
+	defer end()
 	running, err := runningWorkers(ctx, c)
 	if err != nil {
 		return fmt.Errorf("reload: %w", err)

@@ -55,22 +55,13 @@ so. Ctrl-C or SIGTERM stops it after the start or drain in progress. Needs root.
 // generator through daemon-reload) and live: it starts only the missing
 // instances and stops (drains) only the surplus ones.
 func runScale(ctx context.Context, n int, timeout time.Duration, stdout io.Writer) error {
-	// Dialed before the interruption is armed: the connection closes when
-	// its context ends, and the job in progress is still to be waited for.
-	c, err := dialUnits(ctx, "scale")
+	// A reload running meanwhile would restart, and so start again, the
+	// workers this drains; a second scale would start or drain others.
+	ctx, c, end, err := beginPoolChange(ctx, "scale", stdout)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	ctx, stop := interruptible(ctx, stdout)
-	defer stop()
-	// A reload running meanwhile would restart, and so start again, the
-	// workers this drains; a second scale would start or drain others.
-	lock, err := lockPool(ctx, "scale", stdout)
-	if err != nil {
-		return fmt.Errorf("scale: %w", err)
-	}
-	defer lock.Release()
+	defer end()
 	if err := writeScaleFile(config.ScaleFile, n); err != nil {
 		return fmt.Errorf("scale: %w", err)
 	}
