@@ -67,7 +67,7 @@ func WriteMarkdown(w io.Writer, res *Results, chart, notes string) error {
 			p.printf("One clusterapp process (\"%s\", the worker unit) on the shipped socket and bare net/http\n", BaselineName)
 			p.printf("(`cmd/clusterapp-bare`, the same routes, a transient unit with the worker unit's `%s`, so the runtime\n", StackGODEBUG)
 			p.printf("is set alike and the handler stack is the difference) up at once in the same box, `%s` loaded on\n", res.Stack.Route)
-			p.printf("one, then the other (keep-alive, `-c %d -d %s`), %d rounds: both see the same drift of a shared machine.\n",
+			p.printf("one, then the other, in alternating order after an uncounted second of each (keep-alive, `-c %d -d %s`),\n%d rounds: both see the same drift of a shared machine.\n",
 				res.Plan.Stack.Concurrency, res.Plan.Stack.Duration, max(res.Plan.Stack.Rounds, 1))
 			p.printf("CPU per request is each server's own CPU time (every thread, `/proc/PID/task/TID/schedstat`) over\n")
 			p.printf("its 2xx responses: the steadier of the two ratios, since other work on the machine takes CPUs from\n")

@@ -106,14 +106,29 @@ func (r *Runner) stack(ctx context.Context, plan Plan) (*StackResult, error) {
 	}
 	defer stop()
 	flags := []string{"-c", strconv.Itoa(sp.Concurrency), "-d", sp.Duration.String(), "-keepalive=true"}
-	for range max(sp.Rounds, 1) {
-		for _, t := range []struct {
-			url, units string
-			rate, cpu  *[]float64
-		}{
-			{sandbox.URL + sp.Route, config.WorkerPattern, &res.Pool, &res.PoolCPU},
-			{bare.base() + sp.Route, anchorUnit, &res.Bare, &res.BareCPU},
-		} {
+	type side struct {
+		url, units string
+		rate, cpu  *[]float64
+	}
+	sides := []side{
+		{sandbox.URL + sp.Route, config.WorkerPattern, &res.Pool, &res.PoolCPU},
+		{bare.base() + sp.Route, anchorUnit, &res.Bare, &res.BareCPU},
+	}
+	// Both warmed up first (their first connections, first heap growth,
+	// first page faults), uncounted.
+	for _, t := range sides {
+		if _, err := r.loadURL(ctx, "", t.url, time.Second, "-c", strconv.Itoa(sp.Concurrency), "-d", "1s", "-keepalive=true"); err != nil {
+			return nil, fmt.Errorf("handler stack %s: warm-up: %w", t.url, err)
+		}
+	}
+	for round := range max(sp.Rounds, 1) {
+		// The order alternates (pool first, then bare first), so neither
+		// side is always the one that runs just after the other.
+		order := sides
+		if round%2 == 1 {
+			order = []side{sides[1], sides[0]}
+		}
+		for _, t := range order {
 			run, err := r.counted(ctx, t.units, func() (*loadgen.Result, error) {
 				return r.loadURL(ctx, "", t.url, sp.Duration, flags...)
 			})
