@@ -26,9 +26,12 @@ type StackOptions struct {
 	AccessLog      bool             // log one line per request
 	DebugEndpoints bool             // serve /debug/crash, /debug/hang, /debug/leak
 	RequestTimeout time.Duration    // deadline of the computing routes (Route.Computes)
-	Ready          func() bool      // false while starting or draining: /readyz answers 503
 	Crash          func()           // ends the process with a non-zero status (/debug/crash)
 	Now            func() time.Time // the clock of the access log; time.Now when nil
+	// NotReady says why the worker takes no new work, for /readyz's 503:
+	// a state ("starting", "draining") and a sentence saying why; ("", "")
+	// while it is ready. nil: always ready.
+	NotReady func() (state, why string)
 
 	// Protection, each optional (nil: off).
 	RateLimit *ratelimit.Guard
@@ -185,11 +188,15 @@ func (s *Stack) healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 // readyz is readiness: 503 while the worker starts or drains, so a load
-// balancer in front stops sending it new work.
+// balancer in front stops sending it new work. The 503 is the suite's error
+// body, saying which (the state field, for a program) and why (the error,
+// for the operator reading it), as /healthz's says "stuck".
 func (s *Stack) readyz(w http.ResponseWriter, _ *http.Request) {
-	if s.opts.Ready != nil && !s.opts.Ready() {
-		JSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "worker": s.opts.Name})
-		return
+	if s.opts.NotReady != nil {
+		if state, why := s.opts.NotReady(); state != "" {
+			Error(w, http.StatusServiceUnavailable, state+": "+why, map[string]any{"worker": s.opts.Name, "state": state})
+			return
+		}
 	}
 	JSON(w, http.StatusOK, map[string]any{"status": "ready", "worker": s.opts.Name})
 }

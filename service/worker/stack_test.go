@@ -178,15 +178,22 @@ func TestCrashCallsCrash(t *testing.T) {
 	}
 }
 
-func TestReadyzFollowsReady(t *testing.T) {
-	ready := false
-	s, _ := newStack(t, func(o *StackOptions) { o.Ready = func() bool { return ready } })
-	if rec := do(s, "GET", "/readyz"); rec.Code != 503 {
-		t.Fatalf("/readyz while not ready = %d", rec.Code)
+// /readyz's 503 is the suite's error body and says why: which state (for a
+// load balancer's program) and a sentence (for the operator reading it).
+func TestReadyzSaysWhyNotReady(t *testing.T) {
+	state, why := "starting", "not yet probed"
+	s, _ := newStack(t, func(o *StackOptions) { o.NotReady = func() (string, string) { return state, why } })
+	for _, tc := range []struct{ state, why string }{{"starting", "not yet probed"}, {"draining", "shutting down (signal terminated)"}} {
+		state, why = tc.state, tc.why
+		rec := do(s, "GET", "/readyz")
+		body := decode(t, rec)
+		if rec.Code != 503 || body["status"] != 503.0 || body["state"] != tc.state || body["error"] != tc.state+": "+tc.why || body["worker"] != "7" {
+			t.Errorf("/readyz while %s = %d %s, want 503 with the state and why", tc.state, rec.Code, rec.Body)
+		}
 	}
-	ready = true
-	if rec := do(s, "GET", "/readyz"); rec.Code != 200 {
-		t.Fatalf("/readyz while ready = %d", rec.Code)
+	state, why = "", ""
+	if rec := do(s, "GET", "/readyz"); rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != `{"status":"ready","worker":"7"}` {
+		t.Fatalf("/readyz while ready = %d %s", rec.Code, rec.Body)
 	}
 }
 

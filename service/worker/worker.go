@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -247,6 +248,9 @@ type worker struct {
 	admission *admission.Limiter
 	prot      protection
 	stable    func() // clears the unclean-starts count once the worker has served crashloop.StableAfter
+	// drainReason is why the worker drains (a signal, recycling), set
+	// before the server starts draining, for /readyz's answer.
+	drainReason atomic.Pointer[string]
 }
 
 // poolSize is the number of workers the pool runs: CLUSTERAPP_WORKERS, 0
@@ -277,7 +281,7 @@ func newWorker(cfg config.Config, env env, opts Options, log *logrus.Entry, prot
 		Name: opts.Name, Metrics: m, Log: log,
 		MaxBodyBytes: int64(cfg.MaxBodyBytes), AccessLog: cfg.AccessLog, DebugEndpoints: cfg.DebugEndpoints,
 		RequestTimeout: cfg.RequestTimeout,
-		Ready:          func() bool { return w.srv.Ready() },
+		NotReady:       w.notReady,
 		Crash: func() {
 			w.crashc <- struct{}{}
 			select {} // Run returns and the program exits; this request is never answered
@@ -373,8 +377,26 @@ func (w *worker) run(ctx context.Context, set listen.Set, source listen.Source, 
 	return w.drain(ctx, reason, sigc)
 }
 
+// notReady is /readyz's answer while the server takes no new work
+// (StackOptions.NotReady): starting until the first health probe has
+// passed, then draining, with the reason the drain began.
+func (w *worker) notReady() (state, why string) {
+	switch {
+	case w.srv.Ready():
+		return "", ""
+	case !w.srv.Stats().Draining:
+		return "starting", "this worker has not yet passed its first health probe"
+	}
+	reason := "stopping"
+	if r := w.drainReason.Load(); r != nil {
+		reason = *r
+	}
+	return "draining", "this worker is shutting down (" + reason + "): it finishes the requests it holds and takes no new work"
+}
+
 // drain stops the worker cleanly; a second signal aborts it.
 func (w *worker) drain(ctx context.Context, reason string, sigc <-chan os.Signal) error {
+	w.drainReason.Store(&reason) // before the server drains: /readyz names it
 	w.log.WithField("reason", reason).WithField("timeout", w.cfg.ShutdownTimeout).WithFields(logging.Event(logging.MsgDraining)).Info("draining")
 	_ = w.notifier.Stopping("draining: " + reason)
 	w.stopBal() // the other workers stop leaving connections to this one
