@@ -224,3 +224,14 @@ func TestCachedFib(t *testing.T) {
 		t.Fatalf("uncached response has cache headers: %v", rec.Header())
 	}
 }
+
+// A bad n is quoted back clipped to 256 bytes (worker.Clip): the query may
+// be as long as the header limit, and the answer must not reflect it whole.
+func TestFibBadNQuotedClipped(t *testing.T) {
+	h, _ := newStack(t, nil)
+	rec := do(h, "GET", "/fib?n="+strings.Repeat("x", 8000))
+	msg, _ := decode(t, rec)["error"].(string)
+	if rec.Code != 400 || !strings.HasSuffix(msg, `got "`+strings.Repeat("x", 256)+`…"`) {
+		t.Fatalf("/fib?n=<8000 bytes> = %d, %d bytes of error %.400q, want the value quoted clipped to 256 bytes and …", rec.Code, len(msg), msg)
+	}
+}

@@ -127,7 +127,7 @@ func fibN(rawQuery string, maxN int) (int, string) {
 	}
 	v, err := strconv.Atoi(raw[0])
 	if err != nil || v < 0 || v > maxN {
-		return 0, fmt.Sprintf("parameter n must be an integer from 0 to %d, got %q", maxN, raw[0])
+		return 0, fmt.Sprintf("parameter n must be an integer from 0 to %d, got %q", maxN, worker.Clip(raw[0]))
 	}
 	return v, ""
 }

@@ -117,11 +117,7 @@ func (s *Stack) router(routes []Route) http.Handler {
 	s.tooLarge[unmatched] = s.opts.Metrics.Instrument(unmatched)(http.HandlerFunc(s.bodyTooLarge))
 	paths := slices.Sorted(maps.Keys(table))
 	notFound := s.opts.Metrics.Instrument(unmatched)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		path := r.URL.Path
-		if path == "" { // CONNECT's authority form (common gives an absolute URI without a path "/")
-			path = r.RequestURI
-		}
-		Error(w, http.StatusNotFound, "no route for "+path, map[string]any{"routes": paths})
+		Error(w, http.StatusNotFound, "no route for "+Clip(asked(r)), map[string]any{"routes": paths})
 	}))
 	options := s.opts.Metrics.Instrument(unmatched)(http.HandlerFunc(serverOptions))
 	preface := s.opts.Metrics.Instrument(unmatched)(http.HandlerFunc(http2Preface))
@@ -140,6 +136,16 @@ func (s *Stack) router(routes []Route) http.Handler {
 		}
 		notFound.ServeHTTP(w, r)
 	})
+}
+
+// asked is what r asks for, as a 404 names it: its path, or, for CONNECT's
+// authority form (common gives an absolute URI without a path "/"), the
+// authority. The caller clips it: a client chooses its length.
+func asked(r *http.Request) string {
+	if r.URL.Path == "" {
+		return r.RequestURI
+	}
+	return r.URL.Path
 }
 
 // serverOptions answers "OPTIONS * HTTP/1.1", a question about the server
@@ -168,7 +174,7 @@ func allowOnly(methods []string, next http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !slices.Contains(methods, r.Method) {
 			w.Header().Set("Allow", allow)
-			Error(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed on "+r.URL.Path, map[string]any{"allow": methods})
+			Error(w, http.StatusMethodNotAllowed, "method "+Clip(r.Method)+" not allowed on "+r.URL.Path, map[string]any{"allow": methods})
 			return
 		}
 		next(w, r)

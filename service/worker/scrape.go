@@ -16,11 +16,7 @@ func scrapeHandler(metrics http.Handler) http.Handler {
 	get := allowOnly([]string{http.MethodGet, http.MethodHead}, metrics.ServeHTTP)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != metricsPath {
-			path := r.URL.Path
-			if path == "" { // CONNECT's authority form, or an absolute URI without a path
-				path = r.RequestURI
-			}
-			Error(w, http.StatusNotFound, "no route for "+path+" on the metrics listener: it serves GET "+metricsPath,
+			Error(w, http.StatusNotFound, "no route for "+Clip(asked(r))+" on the metrics listener: it serves GET "+metricsPath,
 				map[string]any{"routes": []string{metricsPath}})
 			return
 		}

@@ -157,7 +157,7 @@ func (s *Stack) accessLog(next http.Handler) http.Handler {
 			return
 		}
 		s.opts.Log.WithFields(logrus.Fields{
-			"method": r.Method, "path": r.URL.Path, "status": sw.Status(),
+			"method": Clip(r.Method), "path": Clip(r.URL.Path), "status": sw.Status(),
 			"duration_ms": float64(s.since(start).Microseconds()) / 1000, "remote": r.RemoteAddr,
 		}).Info("request")
 	})
