@@ -76,7 +76,7 @@ func printFileConfig(path string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "%s does not exist: every variable has its default\n\n", path)
 	}
 	s := generator.Read(path, config.ScaleFileFor(path))
-	if err := printTable(stdout, s.Config, s.Set); err != nil {
+	if err := printTable(stdout, s.Config, s.Set, s.Invalid); err != nil {
 		return err
 	}
 	if err := report(stdout, path, s.Notes, s.Problems); err != nil {
@@ -146,15 +146,17 @@ func printEnvConfig(stdout io.Writer) error {
 			set[k] = v
 		}
 	}
-	if perr := printTable(stdout, c, set); perr != nil {
-		return perr
-	}
 	var problems []string
+	invalid := map[string]bool{}
 	var ce *config.Error
 	if errors.As(err, &ce) {
 		for _, p := range ce.Problems {
 			problems = append(problems, p.String())
+			invalid[p.Key] = true
 		}
+	}
+	if perr := printTable(stdout, c, set, invalid); perr != nil {
+		return perr
 	}
 	notes := config.Unknown(keys)
 	if v, ok := os.LookupEnv(config.GOMAXPROCS); ok && !config.GOMAXPROCSApplies(v) {
@@ -163,16 +165,22 @@ func printEnvConfig(stdout io.Writer) error {
 	return report(stdout, "the environment", notes, problems)
 }
 
-func printTable(stdout io.Writer, c config.Config, set map[string]string) error {
+// printTable shows each variable's default and effective value; one the
+// environment sets is marked so, with the value as written when that is
+// another form of it (yes for true, 65536 for 64KiB) or invalid.
+func printTable(stdout io.Writer, c config.Config, set map[string]string, invalid map[string]bool) error {
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "VARIABLE\tDEFAULT\tEFFECTIVE\tDESCRIPTION")
 	for _, v := range config.Vars() {
 		eff := c.Value(v)
 		if raw, ok := set[v.Key]; ok {
-			if raw == eff {
-				eff += " (set)"
-			} else {
+			switch {
+			case invalid[v.Key]:
 				eff += fmt.Sprintf(" (set to %q: invalid)", raw)
+			case raw == eff:
+				eff += " (set)"
+			default:
+				eff += fmt.Sprintf(" (set as %q)", raw)
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", v.Key, orDash(v.Default), orDash(eff), v.Description)

@@ -253,6 +253,13 @@ func load() (Config, error) {
 				mask(p)
 			} else if p, bad := numberProblem(v, raw); bad {
 				mask(p)
+			} else if canonical, p, bad := boolValue(v, raw); bad {
+				mask(p)
+			} else if canonical != raw {
+				// yes, on, ...: envconfig reads only strconv.ParseBool's
+				// words, so it is given the same value in one of them.
+				masked[v.Key] = raw
+				_ = os.Setenv(v.Key, canonical) // Setenv of a valid name cannot fail
 			}
 		}
 	}

@@ -84,7 +84,7 @@ func TestLoadBadValues(t *testing.T) {
 		{"CLUSTERAPP_MAX_REQUESTS", "-5", "from 0 (no recycling)"},
 		{"CLUSTERAPP_MAX_REQUESTS_JITTER", "9223372036854775807", "from 0 to 1099511627776"},
 		{"CLUSTERAPP_SHUTDOWN_TIMEOUT", "2562047h", "up to 1h"},
-		{"CLUSTERAPP_DEBUG_ENDPOINTS", "maybe", "true or false"},
+		{"CLUSTERAPP_DEBUG_ENDPOINTS", "maybe", "1, yes, y, true, t or on; 0, no, n, false, f or off"},
 		{"CLUSTERAPP_MEMORY_LIMIT_RATIO", "1.5", "at most 1"},
 		{"CLUSTERAPP_READ_HEADER_TIMEOUT", "0", "a positive duration"},
 		{"CLUSTERAPP_WATCHDOG_SEC", "100ms", "from 1s to 1h"},

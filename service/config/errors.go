@@ -56,7 +56,7 @@ func (e *Error) Error() string {
 var expectations = map[string]string{
 	"int":           "a whole number",
 	"float64":       "a number",
-	"bool":          "true or false",
+	"bool":          boolExpected, // not reached: load reads booleans itself (boolValue)
 	"string":        "a string",
 	"time.Duration": "a duration such as 500ms, 30s or 1m30s",
 }

@@ -95,6 +95,10 @@ type Settings struct {
 	// MetricsRefused is the same for clusterapp-metrics.socket
 	// (CLUSTERAPP_METRICS_LISTEN).
 	MetricsRefused string
+	// Invalid holds the CLUSTERAPP_* variables whose value is invalid
+	// (config's Problems), so a value written differently from its
+	// effective form (1 for true, 65536 for 64KiB) is not taken for one.
+	Invalid map[string]bool
 
 	from func(key string) string // the file a variable came from, for notes
 }
@@ -207,7 +211,9 @@ func Read(paths ...string) Settings {
 // back to their defaults, the listen address fails closed, the workers
 // refuse their own settings.
 func (s *Settings) problems(from func(key string) string, ce *config.Error) {
+	s.Invalid = map[string]bool{}
 	for _, p := range ce.Problems {
+		s.Invalid[p.Key] = true
 		path := from(p.Key)
 		switch p.Scope {
 		case config.ScopeUnits:

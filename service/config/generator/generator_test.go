@@ -550,3 +550,19 @@ func hasProblem(problems []string, parts ...string) bool {
 	}
 	return false
 }
+
+// The generator reads a file's booleans as the workers do (systemd's words,
+// config.ParseBool): no problem for yes or off, and Invalid names only a
+// value that is not one, so `clusterapp config` does not call 1 invalid.
+func TestBooleansReadAsTheWorkersReadThem(t *testing.T) {
+	s := Read(write(t, "CLUSTERAPP_BALANCE=off\nCLUSTERAPP_ACCESS_LOG=Yes\nCLUSTERAPP_DEBUG_ENDPOINTS=1\nCLUSTERAPP_MAX_BODY_BYTES=65536\n"))
+	if len(s.Problems) != 0 || len(s.Invalid) != 0 || s.Config.Balance || !s.Config.AccessLog || !s.Config.DebugEndpoints {
+		t.Fatalf("off, Yes, 1: problems %q, invalid %v, balance %v, access log %v, debug endpoints %v; want no problem, false, true, true",
+			s.Problems, s.Invalid, s.Config.Balance, s.Config.AccessLog, s.Config.DebugEndpoints)
+	}
+	s = Read(write(t, "CLUSTERAPP_ACCESS_LOG=maybe\nCLUSTERAPP_DEBUG_ENDPOINTS=on\n"))
+	if len(s.Problems) != 1 || !strings.Contains(s.Problems[0], "expected a boolean: 1, yes, y, true, t or on; 0, no, n, false, f or off") ||
+		!s.Invalid["CLUSTERAPP_ACCESS_LOG"] || s.Invalid["CLUSTERAPP_DEBUG_ENDPOINTS"] || !s.Config.DebugEndpoints {
+		t.Fatalf("maybe, on: problems %q, invalid %v; want CLUSTERAPP_ACCESS_LOG alone invalid, listing what is accepted", s.Problems, s.Invalid)
+	}
+}
