@@ -159,29 +159,35 @@ func (c *Client) DaemonReload(ctx context.Context) error {
 	return nil
 }
 
-// Start starts unit and waits for its job (READY=1 for a Type=notify worker).
+// Start starts unit and waits for its job (READY=1 for a Type=notify
+// worker). In "fail" mode: a stop job someone else queued on the unit
+// (systemctl stop) makes the start fail rather than be canceled by it; a
+// start job already there (a target pulling the worker in, systemd
+// restarting it) is merged with, not canceled.
 func (c *Client) Start(ctx context.Context, unit string) error {
-	return c.job(ctx, "start", unit, c.conn.StartUnitContext)
+	return c.job(ctx, "start", unit, "fail", c.conn.StartUnitContext)
 }
 
-// Stop stops unit and waits for its job (the worker has drained and exited).
+// Stop stops unit and waits for its job (the worker has drained and
+// exited). In "replace" mode: a start job on the unit is canceled, which
+// is how a worker systemd restarts for good (a crash loop) is stopped.
 func (c *Client) Stop(ctx context.Context, unit string) error {
-	return c.job(ctx, "stop", unit, c.conn.StopUnitContext)
+	return c.job(ctx, "stop", unit, "replace", c.conn.StopUnitContext)
 }
 
 // Restart restarts unit and waits for its job: the old process has
-// drained and the new one has sent READY=1.
+// drained and the new one has sent READY=1. In "fail" mode, as Start.
 func (c *Client) Restart(ctx context.Context, unit string) error {
-	return c.job(ctx, "restart", unit, c.conn.RestartUnitContext)
+	return c.job(ctx, "restart", unit, "fail", c.conn.RestartUnitContext)
 }
 
 type jobFunc func(ctx context.Context, name, mode string, ch chan<- string) (int, error)
 
-// job enqueues a job in "replace" mode and waits for its result or ctx.
-// The channel is buffered: go-systemd's dispatcher blocks on it otherwise.
-func (c *Client) job(ctx context.Context, op, unit string, enqueue jobFunc) error {
+// job enqueues a job in mode and waits for its result or ctx. The channel
+// is buffered: go-systemd's dispatcher blocks on it otherwise.
+func (c *Client) job(ctx context.Context, op, unit, mode string, enqueue jobFunc) error {
 	done := make(chan string, 1)
-	if _, err := enqueue(ctx, unit, "replace", done); err != nil {
+	if _, err := enqueue(ctx, unit, mode, done); err != nil {
 		return fmt.Errorf("%s %s: %w", op, unit, err)
 	}
 	select {
