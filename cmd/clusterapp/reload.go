@@ -32,6 +32,9 @@ restarted on their old process. It also brings the pool to the count clusterapp.
 wants (after an edit of CLUSTERAPP_WORKERS and a daemon-reload): first a wanted worker
 not active is restarted, and last one no longer wanted is drained and stopped.
 While another reload or a scale runs, it waits for it to finish, saying so.
+A job someone else holds on a worker it is about to act on (systemctl restart
+or stop, which take no lock) is waited for first, saying so; when one cancels
+its own job, it names it, waits for it and tries once more.
 Ctrl-C or SIGTERM stops it after the restarts in progress, naming the workers
 left on their old process; a second one leaves those restarts to systemd.
 'systemctl reload clusterapp' runs it. Needs root.`,
@@ -64,6 +67,9 @@ func runReload(ctx context.Context, maxUnavailable int, timeout time.Duration, s
 		return err
 	}
 	defer end()
+	// The rolling restart reports from several goroutines.
+	stdout = &syncWriter{w: stdout}
+	jobs := &poolJobs{c: c, out: stdout}
 	running, err := runningWorkers(ctx, c)
 	if err != nil {
 		return fmt.Errorf("reload: %w", err)
@@ -86,7 +92,7 @@ func runReload(ctx context.Context, maxUnavailable int, timeout time.Duration, s
 	}
 	n := len(wanted)
 	start := time.Now()
-	if err := startMissing(ctx, c, n, timeout, c.Restart, false, stdout); err != nil {
+	if err := startMissing(ctx, c, n, timeout, jobs.Restart, false, stdout); err != nil {
 		// A worker that does not come back here (a crash loop the file
 		// still causes) is explained as one in the rolling restart is.
 		var job *units.JobError
@@ -106,7 +112,7 @@ func runReload(ctx context.Context, maxUnavailable int, timeout time.Duration, s
 	if len(keep) > 0 {
 		fmt.Fprintf(stdout, "reloading %d workers, at most %d at a time\n", len(keep), maxUnavailable)
 		var mu sync.Mutex // Done runs on the rollout's goroutines
-		err = rollout.Run(ctx, units.WorkerNames(keep), c, rollout.Options{
+		err = rollout.Run(ctx, units.WorkerNames(keep), jobs, rollout.Options{
 			MaxUnavailable: maxUnavailable, Timeout: timeout,
 			Done: func(unit string, took time.Duration) {
 				pid := "?"
@@ -134,7 +140,11 @@ func runReload(ctx context.Context, maxUnavailable int, timeout time.Duration, s
 			return fmt.Errorf("reload: %w", err)
 		}
 	}
-	if err := stopSurplus(ctx, c, n, timeout, stdout); err != nil {
+	if err := stopSurplus(ctx, c, n, timeout, jobs.Stop, stdout); err != nil {
+		return fmt.Errorf("reload: %w", err)
+	}
+	// A worker restarted early on may have been stopped since by hand.
+	if err := awaitPool(ctx, c, n, timeout, stdout); err != nil {
 		return fmt.Errorf("reload: %w", err)
 	}
 	_, err = fmt.Fprintf(stdout, "reloaded %d workers in %v; the pool runs %d\n", len(keep), time.Since(start).Round(time.Millisecond), n)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/clusterapp/clusterapp/service/config"
 	"github.com/clusterapp/clusterapp/service/config/envedit"
+	"github.com/clusterapp/clusterapp/service/ops/rollout"
 	"github.com/clusterapp/clusterapp/service/ops/units"
 	"github.com/spf13/cobra"
 )
@@ -24,7 +25,11 @@ func newScaleCommand() *cobra.Command {
 		Long: `Set CLUSTERAPP_WORKERS=N in ` + config.ScaleFile + ` (read after the operator's
 ` + config.EnvFile + `, which scaling never edits), regenerate the units
 (daemon-reload), then start only the missing workers and drain only the surplus
-ones. While a reload or another scale runs, it waits for it to finish, saying
+ones, and wait until every worker of the new count serves (READY=1), one systemd
+was starting already too; a worker that fails meanwhile, or is not ready within
+--timeout, is named with the end of its journal, and scale exits 1. A job someone
+else holds on a worker (systemctl restart or stop) is waited for first, saying
+so. While a reload or another scale runs, it waits for it to finish, saying
 so. Ctrl-C or SIGTERM stops it after the start or drain in progress. Needs root.`,
 		Example: `  clusterapp scale 4
   clusterapp scale 1 --timeout 30s`,
@@ -124,13 +129,33 @@ func applyScale(ctx context.Context, c *units.Client, n int, timeout time.Durati
 		_, werr := fmt.Fprintf(stdout, "the pool is not running; %d workers will start with it (systemctl start %s)\n", n, config.TargetUnit)
 		return firstErr(err, werr)
 	}
-	if err := startMissing(ctx, c, n, timeout, c.Start, true, stdout); err != nil {
+	jobs := &poolJobs{c: c, out: stdout}
+	if err := startMissing(ctx, c, n, timeout, jobs.Start, true, stdout); err != nil {
 		return err
 	}
-	if err := stopSurplus(ctx, c, n, timeout, stdout); err != nil {
+	if err := stopSurplus(ctx, c, n, timeout, jobs.Stop, stdout); err != nil {
+		return err
+	}
+	if err := awaitPool(ctx, c, n, timeout, stdout); err != nil {
 		return err
 	}
 	_, err = fmt.Fprintf(stdout, "scaled to %d workers\n", n)
+	return err
+}
+
+// awaitPool waits until workers 1..n all serve (awaitServing), and
+// explains one that does not as reload explains a worker that did not
+// come back: its unit state and the end of its journal.
+func awaitPool(ctx context.Context, c *units.Client, n int, timeout time.Duration, stdout io.Writer) error {
+	workers := make([]string, n)
+	for i := range workers {
+		workers[i] = config.WorkerUnit(i + 1)
+	}
+	err := awaitServing(ctx, c, workers, timeout, readyPoll, stdout)
+	var ns *notServing
+	if errors.As(err, &ns) {
+		explainFailure(ctx, c, &rollout.Failure{Unit: ns.Unit, Err: ns.Err}, stdout)
+	}
 	return err
 }
 
@@ -147,13 +172,13 @@ func poolRunning(ctx context.Context, c *units.Client) (bool, error) {
 }
 
 // startMissing starts (with start) each of workers 1..n that is not
-// active, waiting for each to be ready; stopSurplus drains and stops every
-// worker numbered above n. Run in that order, capacity never dips below
-// both counts. With leaveStarting, a worker systemd is starting already
-// (activating or deactivating: a start in progress, or a crash loop's
-// restarts) is left to systemd, and said so: a start job on one in a crash
-// loop failed, or waited until the timeout, and the workers after it were
-// not started.
+// active, waiting for each to be ready; stopSurplus drains and stops
+// (with stop) every worker numbered above n. Run in that order, capacity
+// never dips below both counts. With leaveStarting, a worker systemd is
+// starting already (activating or deactivating: a start in progress, or a
+// crash loop's restarts) is left to systemd, and said so: a start job on
+// one in a crash loop failed, or waited until the timeout, and the workers
+// after it were not started. scale waits for it afterwards (awaitPool).
 func startMissing(ctx context.Context, c *units.Client, n int, timeout time.Duration, start func(context.Context, string) error, leaveStarting bool, stdout io.Writer) error {
 	qctx, cancel := queryContext(ctx)
 	defer cancel()
@@ -173,7 +198,7 @@ func startMissing(ctx context.Context, c *units.Client, n int, timeout time.Dura
 			// Deactivating too: a crash loop passes through its
 			// ExecStopPost= between two starts, and a start job then
 			// fails at once.
-			fmt.Fprintf(stdout, "  %s is being started by systemd already (%s/%s, restarts %d): left to it; see clusterapp status\n", w.Unit, w.ActiveState, w.SubState, w.Restarts)
+			fmt.Fprintf(stdout, "  %s is being started by systemd already (%s/%s, restarts %d): left to it, and waited for once the others are started\n", w.Unit, w.ActiveState, w.SubState, w.Restarts)
 		default:
 			if err := timedJob(ctx, timeout, "started", config.WorkerUnit(i), start, stdout); err != nil {
 				return err
@@ -186,7 +211,7 @@ func startMissing(ctx context.Context, c *units.Client, n int, timeout time.Dura
 // The surplus is every worker above n that is not stopped, not only the
 // active ones: one in a crash loop (activating, auto-restart) was left to
 // restart for good, and to serve once it could.
-func stopSurplus(ctx context.Context, c *units.Client, n int, timeout time.Duration, stdout io.Writer) error {
+func stopSurplus(ctx context.Context, c *units.Client, n int, timeout time.Duration, stop func(context.Context, string) error, stdout io.Writer) error {
 	qctx, cancel := queryContext(ctx)
 	defer cancel()
 	ws, err := c.Workers(qctx)
@@ -195,7 +220,7 @@ func stopSurplus(ctx context.Context, c *units.Client, n int, timeout time.Durat
 	}
 	for _, w := range ws {
 		if w.Number > n && w.ActiveState != "inactive" && w.ActiveState != "failed" {
-			if err := timedJob(ctx, timeout, "drained and stopped", w.Unit, c.Stop, stdout); err != nil {
+			if err := timedJob(ctx, timeout, "drained and stopped", w.Unit, stop, stdout); err != nil {
 				return err
 			}
 		}
@@ -214,6 +239,9 @@ func timedJob(ctx context.Context, timeout time.Duration, done, unit string, job
 	defer cancel()
 	start := time.Now()
 	if err := job(ctx, unit); err != nil {
+		if errors.Is(err, errLeft) {
+			return nil // the job said why
+		}
 		return err
 	}
 	_, err := fmt.Fprintf(stdout, "  %s %s in %v\n", done, unit, time.Since(start).Round(time.Millisecond))
