@@ -120,3 +120,32 @@ func crashLoopScaleFails(t *testing.T, out string, err error) {
 		}
 	}
 }
+
+// `clusterapp scale 2` of 3 workers while an operator's `systemctl restart
+// clusterapp-worker@3.service` waits for worker 3's READY=1 (its start
+// takes 8 s): scale's stop job canceled the operator's restart ("Job for
+// ... canceled.", exit status 1). Now scale waits for it, saying so, then
+// drains worker 3.
+func TestOpsScaleDownWaitsForForeignRestart(t *testing.T) {
+	b := slowBox(t, 3)
+	unit := config.WorkerUnit(3)
+	b.WriteFile("/etc/systemd/system/clusterapp-worker@3.service.d/91-slower-start.conf", "[Service]\nExecStartPre=/bin/sleep 6\n")
+	b.Must("systemctl", "daemon-reload")
+	out, err := b.Run("sh", "-c", "systemctl restart "+unit+" & restart=$!; "+untilState(unit, "activating")+
+		"clusterapp scale 2; echo scale exit status $?; wait $restart; echo restart exit status $?")
+	t.Logf("systemctl restart %s during clusterapp scale 2 (%v):\n%s", unit, err, out)
+	for _, want := range []string{
+		"a systemctl job (start " + unit + ") is running: waiting for it",
+		unit + " is active/running after that job: stopping it now",
+		"scaled to 2 workers",
+		"scale exit status 0",
+		"restart exit status 0",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the output does not say %q:\n%s", want, out)
+		}
+	}
+	if !allActive(b, 2) {
+		t.Errorf("after scale 2: active %v, want workers 1 and 2", b.ActiveWorkers())
+	}
+}
