@@ -162,6 +162,9 @@ func printEnvConfig(stdout io.Writer) error {
 	if v, ok := os.LookupEnv(config.GOMAXPROCS); ok && !config.GOMAXPROCSApplies(v) {
 		notes = append(notes, fmt.Sprintf("%s=%q: %s", config.GOMAXPROCS, v, config.GOMAXPROCSAdvice))
 	}
+	if a := config.MaxRSSAdvice(set[config.Prefix+"_MAX_RSS"], set[config.Prefix+"_MEMORY_MAX"], config.PhysicalMemory()); a != "" {
+		notes = append(notes, a)
+	}
 	return report(stdout, "the environment", notes, problems)
 }
 
@@ -226,6 +229,9 @@ func checkFile(path string, stdout io.Writer) error {
 	}
 	if godebug, ok := s.Set["GODEBUG"]; ok && !config.MonitorAwake(godebug) {
 		notes = append(notes, fmt.Sprintf("GODEBUG=%q has no schedtrace: %s", godebug, config.MonitorAdvice))
+	}
+	if a := config.MaxRSSAdvice(s.Set[config.Prefix+"_MAX_RSS"], s.Set[config.Prefix+"_MEMORY_MAX"], config.PhysicalMemory()); a != "" {
+		notes = append(notes, a)
 	}
 	if err := report(stdout, path, notes, s.Problems); err != nil {
 		return err

@@ -74,7 +74,9 @@ type Config struct {
 	MaxRequests       int `envconfig:"MAX_REQUESTS" default:"0" desc:"recycle the worker (drain and exit 0, systemd starts a fresh one) after this many requests; 0 disables"`
 	MaxRequestsJitter int `envconfig:"MAX_REQUESTS_JITTER" default:"0" desc:"random extra requests, up to this many, added to MAX_REQUESTS so workers do not recycle together"`
 
-	MemoryLimitRatio float64 `envconfig:"MEMORY_LIMIT_RATIO" default:"0.9" desc:"when GOMEMLIMIT is unset, the Go heap limit as a fraction of the cgroup memory limit (MemoryMax=/MemoryHigh=)"`
+	MaxRSS string `envconfig:"MAX_RSS" default:"" desc:"recycle the worker (drain and exit 0, systemd starts a fresh one) once its resident memory stays over this size for a second (read every 250 ms), e.g. 512M or 10% (of the machine's memory) as MEMORY_MAX reads it; the Go heap limit is kept below it too; empty: never. Keep it under CLUSTERAPP_MEMORY_MAX, so the recycle comes before the kernel's OOM kill"`
+
+	MemoryLimitRatio float64 `envconfig:"MEMORY_LIMIT_RATIO" default:"0.9" desc:"when GOMEMLIMIT is unset, the Go heap limit as a fraction of the cgroup memory limit (MemoryMax=/MemoryHigh=) or of CLUSTERAPP_MAX_RSS, whichever is lower"`
 
 	LogFormat LogFormat `envconfig:"LOG_FORMAT" default:"text" desc:"log format: text or json (under journald text has no timestamps or colours)"`
 	LogLevel  LogLevel  `envconfig:"LOG_LEVEL" default:"info" desc:"least severe level logged: trace, debug, info, warn, error"`

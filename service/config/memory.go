@@ -1,9 +1,12 @@
 package config
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // CLUSTERAPP_MEMORY_MAX and _HIGH are written into the workers' drop-in as
@@ -190,4 +193,62 @@ func memoryDetail(s string) string {
 		return " (a worker holds 17-24 MiB: below " + MinMemory + " the kernel kills it or reclaims from it until it stops answering)"
 	}
 	return ""
+}
+
+// rssDetail says why CLUSTERAPP_MAX_RSS=s is refused when its syntax is
+// right: a limit no worker can serve under would recycle every worker
+// again and again.
+func rssDetail(s string) string {
+	if s == "infinity" {
+		return " (infinity is MEMORY_MAX's word for no limit: leave MAX_RSS empty for that)"
+	}
+	p, isPercent := MemoryPermyriad(s)
+	n, isSize := parseSize(s)
+	if (isPercent && p < minMemoryPermyriad) || (!isPercent && isSize && n < minMemoryBytes) {
+		return " (a worker holds 17-24 MiB: under that limit every worker would recycle as soon as it may; leave it empty for never)"
+	}
+	return ""
+}
+
+// MaxRSSBytes is CLUSTERAPP_MAX_RSS in bytes, a percentage taken of
+// physical bytes as systemd takes MemoryMax='s; 0 when it is empty (never)
+// or not valid.
+func (c Config) MaxRSSBytes(physical uint64) uint64 {
+	if c.MaxRSS == "" || c.MaxRSS == "infinity" || !validMemory(c.MaxRSS) {
+		return 0
+	}
+	if p, ok := MemoryPermyriad(c.MaxRSS); ok {
+		return uint64(float64(physical) * float64(p) / 10000)
+	}
+	n, _ := MemoryBytes(c.MaxRSS)
+	return n
+}
+
+// MaxRSSAdvice says what is wrong with CLUSTERAPP_MAX_RSS=maxRSS beside
+// CLUSTERAPP_MEMORY_MAX=memoryMax on a machine with physical bytes, ""
+// when nothing: at or over the hard limit, the kernel's OOM kill comes
+// before the recycle. The worker logs it and `clusterapp config --check`
+// prints it.
+func MaxRSSAdvice(maxRSS, memoryMax string, physical uint64) string {
+	rss := Config{MaxRSS: maxRSS}.MaxRSSBytes(physical)
+	hard := Config{MaxRSS: memoryMax}.MaxRSSBytes(physical) // the same syntax, read the same way
+	if rss == 0 || hard == 0 || rss < hard {
+		return ""
+	}
+	return fmt.Sprintf("CLUSTERAPP_MAX_RSS=%s is not below CLUSTERAPP_MEMORY_MAX=%s: the kernel kills a worker at MemoryMax= (SIGKILL, its requests lost) before it could recycle; set it lower, such as %s", maxRSS, memoryMax, sizeOf(hard*8/10))
+}
+
+// sizeOf writes bytes as a size both systemd and CLUSTERAPP_MAX_RSS take,
+// rounded down to a whole MiB.
+func sizeOf(b uint64) string { return strconv.FormatUint(b>>20, 10) + "M" }
+
+// PhysicalMemory is the machine's memory in bytes, which a percentage of
+// MemoryMax= and CLUSTERAPP_MAX_RSS is taken of (sysinfo's total RAM); 0
+// when it cannot be read.
+func PhysicalMemory() uint64 {
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) != nil {
+		return 0
+	}
+	return uint64(si.Totalram) * uint64(si.Unit)
 }

@@ -70,6 +70,7 @@ func (c Config) validate() []Problem {
 	check("DRAIN_IDLE_GRACE", formatDuration(c.DrainIdleGrace), within(c.DrainIdleGrace, 0, time.Hour), "a duration from 0 to 1h, such as 1s")
 	check("MAX_REQUESTS", itoa(c.MaxRequests), c.MaxRequests >= 0 && c.MaxRequests <= 1<<40, "a whole number from 0 (no recycling) to 1099511627776")
 	check("MAX_REQUESTS_JITTER", itoa(c.MaxRequestsJitter), c.MaxRequestsJitter >= 0 && c.MaxRequestsJitter <= 1<<40, "a whole number from 0 to 1099511627776")
+	check("MAX_RSS", c.MaxRSS, c.MaxRSS != "infinity" && validMemory(c.MaxRSS), "empty (never), a size from "+MinMemory+" such as 512M, 1.5G or 2G, or a percentage of the machine's memory from 1% to 100% such as 10% or 10.5%"+rssDetail(c.MaxRSS))
 	check("MEMORY_LIMIT_RATIO", strconv.FormatFloat(c.MemoryLimitRatio, 'g', -1, 64), c.MemoryLimitRatio > 0 && c.MemoryLimitRatio <= 1, "a fraction greater than 0 and at most 1, such as 0.9")
 	return ps
 }
