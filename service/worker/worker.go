@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	stdlog "log"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -218,15 +219,20 @@ func (e env) problems(err error) (refused *config.Error, ignored []config.Proble
 	return refused, ignored, nil
 }
 
-// setMemoryLimit applies GOMEMLIMIT derived from the cgroup, unless set.
+// setMemoryLimit applies GOMEMLIMIT derived from the cgroup and from
+// CLUSTERAPP_MAX_RSS, unless set.
 func setMemoryLimit(cfg config.Config, log *logrus.Entry) {
-	limit, ok, err := memlimit.Derive(os.Getenv, cfg.MemoryLimitRatio)
+	recycleAt := cfg.MaxRSSBytes(config.PhysicalMemory())
+	limit, ok, err := memlimit.Derive(os.Getenv, cfg.MemoryLimitRatio, int64(min(recycleAt, math.MaxInt64)))
 	if err != nil {
-		log.WithError(err).Warn("cannot read the cgroup memory limit; GOMEMLIMIT not derived")
+		log.WithError(err).Warn("cannot read the cgroup memory limit; GOMEMLIMIT derived from CLUSTERAPP_MAX_RSS alone, if set")
 	}
 	if ok {
 		debug.SetMemoryLimit(limit)
-		log.WithField("gomemlimit_bytes", limit).Info("Go memory limit derived from the cgroup memory limit")
+		log.WithField("gomemlimit_bytes", limit).Info("Go memory limit derived from the cgroup memory limit and CLUSTERAPP_MAX_RSS, the lower")
+	}
+	if advice := config.MaxRSSAdvice(cfg.MaxRSS, cfg.MemoryMax, config.PhysicalMemory()); advice != "" {
+		log.Warn(advice)
 	}
 }
 
@@ -240,6 +246,7 @@ type worker struct {
 	srv      *server.Server
 	crashc   chan struct{}
 	detached chan string       // a shared table lost its file name (tables.go)
+	overRSS  chan string       // resident memory over CLUSTERAPP_MAX_RSS (rss.go)
 	bal      *balance.Balancer // nil when balancing is off
 	stopBal  func()            // stops the heartbeat and returns once this worker has left the table
 	metrics  *metrics.Metrics
@@ -265,7 +272,7 @@ func poolSize(cfg config.Config) int {
 func newWorker(cfg config.Config, env env, opts Options, log *logrus.Entry, prot protection, bal *balance.Balancer) *worker {
 	w := &worker{
 		cfg: cfg, env: env, name: opts.Name, version: opts.Version, log: log, notifier: notify.New(log),
-		crashc: make(chan struct{}, 1), detached: make(chan string, 1), bal: bal, stopBal: func() {}, prot: prot,
+		crashc: make(chan struct{}, 1), detached: make(chan string, 1), overRSS: make(chan string, 1), bal: bal, stopBal: func() {}, prot: prot,
 	}
 	var desiredNow func() (int, bool)
 	if n, err := strconv.Atoi(opts.Name); err == nil && n >= 1 { // a pool worker, not a standalone process
@@ -355,6 +362,12 @@ func (w *worker) run(ctx context.Context, set listen.Set, source listen.Source, 
 	if w.env.socketActivated && w.env.runtimeDir != "" {
 		go watchTables(ctx, w.sharedTables(), tablesCheckEvery, staggerFor(w.name), w.log, w.detached)
 	}
+	if limit := w.cfg.MaxRSSBytes(config.PhysicalMemory()); limit > 0 {
+		go rssWatch{
+			limit: limit, setting: w.cfg.MaxRSS, every: rssCheckEvery, settle: rssSettle,
+			stagger: staggerFor(w.name), read: readMemory, relax: relaxHeapLimit(w.cfg, w.log), now: time.Now, log: w.log,
+		}.run(ctx, time.Now(), w.overRSS)
+	}
 	w.log.WithFields(logrus.Fields{
 		"addresses": addrs(listeners), "source": source, "pid": os.Getpid(), "version": w.version,
 		"gomaxprocs": runtime.GOMAXPROCS(0), "recycle_after": w.srv.RecycleLimit(), "balance": w.bal != nil,
@@ -369,6 +382,8 @@ func (w *worker) run(ctx context.Context, set listen.Set, source listen.Source, 
 		w.log.WithFields(logging.Event(logging.MsgRecycled)).WithField("recycle_after", w.srv.RecycleLimit()).Info("request limit reached; recycling")
 	case why := <-w.detached:
 		reason = "shared table file gone: " + why
+	case why := <-w.overRSS:
+		reason = why
 	case <-w.crashc:
 		return ErrCrashed
 	case err := <-errc:

@@ -28,6 +28,10 @@ const (
 	// MsgRecycled: the worker reached its request limit
 	// (CLUSTERAPP_MAX_REQUESTS) and drains so systemd starts a fresh one.
 	MsgRecycled = "fd7c95c2f04a4a169a3d06b853987ab7"
+	// MsgRecycledMemory: the worker's resident memory stayed over
+	// CLUSTERAPP_MAX_RSS and it drains so systemd starts a fresh one
+	// before the memory grows further (service/worker, rss.go).
+	MsgRecycledMemory = "2040c603a8e7457eb4051b2c834f87f3"
 	// MsgWatchdogProbeFailed: the health probe failed, so the worker
 	// withholds WATCHDOG=1 and systemd kills it if it does not recover
 	// (package watchdog). Logged once per episode.

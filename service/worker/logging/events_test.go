@@ -8,7 +8,7 @@ import (
 )
 
 var events = map[string]string{
-	"ready": MsgReady, "draining": MsgDraining, "drained": MsgDrained, "recycled": MsgRecycled,
+	"ready": MsgReady, "draining": MsgDraining, "drained": MsgDrained, "recycled": MsgRecycled, "recycled for memory": MsgRecycledMemory,
 	"watchdog probe failed": MsgWatchdogProbeFailed, "invalid configuration": MsgInvalidConfig, "back-off": MsgBackOff,
 	"restart back-off": MsgRestartBackOff, "unreached back-off": MsgUnreachedBackOff,
 }

@@ -85,15 +85,26 @@ func hasController(list, name string) bool {
 	return false
 }
 
-// Derive returns the soft limit to set: ratio of the cgroup limit. ok is
-// false when GOMEMLIMIT is set or there is no cgroup limit.
-func Derive(getenv func(string) string, ratio float64) (limit int64, ok bool, err error) {
+// Derive returns the soft limit to set: ratio of the cgroup limit, or of
+// recycleAt when it is lower (the resident size at which the worker
+// recycles itself, CLUSTERAPP_MAX_RSS; 0 for none), so the collector keeps
+// garbage under it. ok is false when GOMEMLIMIT is set or there is neither
+// limit. err is a cgroup that cannot be read; the limit from recycleAt is
+// still returned with it.
+func Derive(getenv func(string) string, ratio float64, recycleAt int64) (limit int64, ok bool, err error) {
+	return derive(osFS{}, getenv, ratio, recycleAt)
+}
+
+func derive(f fsys, getenv func(string) string, ratio float64, recycleAt int64) (int64, bool, error) {
 	if getenv("GOMEMLIMIT") != "" {
 		return 0, false, nil
 	}
-	cg, err := CgroupLimit()
-	if err != nil || cg == 0 {
+	bound, err := cgroupLimit(f)
+	if recycleAt > 0 && (bound == 0 || recycleAt < bound) {
+		bound = recycleAt
+	}
+	if bound == 0 {
 		return 0, false, err
 	}
-	return int64(float64(cg) * ratio), true, nil
+	return int64(float64(bound) * ratio), true, err
 }

@@ -57,8 +57,39 @@ func TestExplicitGOMEMLIMITWins(t *testing.T) {
 			return "100MiB"
 		}
 		return ""
-	}, 0.9)
+	}, 0.9, 64<<20)
 	if ok || err != nil {
 		t.Fatalf("Derive with GOMEMLIMIT set: ok=%v err=%v", ok, err)
+	}
+}
+
+// The soft limit follows the lower of the cgroup's limit and the size the
+// worker recycles at (CLUSTERAPP_MAX_RSS), so garbage alone never takes the
+// worker to either.
+func TestDeriveTakesTheLowerBound(t *testing.T) {
+	noEnv := func(string) string { return "" }
+	cgroup := mapFS{
+		"/proc/self/cgroup":           "0::/a\n",
+		"/sys/fs/cgroup/a/memory.max": "1073741824\n",
+	}
+	for name, tc := range map[string]struct {
+		fs        mapFS
+		recycleAt int64
+		want      int64
+		ok        bool
+	}{
+		"cgroup only":                {cgroup, 0, 1 << 29, true},
+		"recycle below the cgroup":   {cgroup, 256 << 20, 128 << 20, true},
+		"recycle above the cgroup":   {cgroup, 2 << 30, 1 << 29, true},
+		"recycle without a cgroup":   {mapFS{"/proc/self/cgroup": "0::/a\n"}, 256 << 20, 128 << 20, true},
+		"neither":                    {mapFS{"/proc/self/cgroup": "0::/a\n"}, 0, 0, false},
+		"unreadable cgroup, recycle": {mapFS{}, 256 << 20, 128 << 20, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, ok, _ := derive(tc.fs, noEnv, 0.5, tc.recycleAt)
+			if got != tc.want || ok != tc.ok {
+				t.Fatalf("derive = %d, %v; want %d, %v", got, ok, tc.want, tc.ok)
+			}
+		})
 	}
 }
