@@ -26,6 +26,11 @@ import (
 type poolJobs struct {
 	c   jobClient
 	out io.Writer
+	// interrupted is the command's context, ended by an interruption
+	// (interruptible); the jobs get one that is not. Waiting for someone
+	// else's job is no job in progress: an interruption ends that wait,
+	// and no job of ours starts after it. nil for never.
+	interrupted context.Context
 }
 
 // jobClient is what poolJobs needs of *units.Client.
@@ -104,6 +109,9 @@ func (p *poolJobs) run(ctx context.Context, op, unit string, job func(context.Co
 		if !displaced {
 			return err
 		}
+		if cause := p.stopped(); cause != nil {
+			return fmt.Errorf("%w (%s); %w: not tried again", err, why, cause)
+		}
 		if attempt == 2 {
 			return fmt.Errorf("%w, a second time (%s): something keeps acting on %s; see systemctl list-jobs, then run the command again", err, why, unit)
 		}
@@ -158,11 +166,37 @@ func (p *poolJobs) awaitForeign(ctx context.Context, unit string) (bool, error) 
 			state = "queued"
 		}
 		fmt.Fprintf(p.out, "  a systemctl job (%s) is %s: waiting for it\n", j, state)
-		if err := p.c.AwaitJob(ctx, j); err != nil {
-			return waited, fmt.Errorf("%w (is it stuck? systemctl list-jobs)", err)
+		if err := p.awaitJob(ctx, j); err != nil {
+			return waited, err
 		}
 		waited = true
 	}
+}
+
+// awaitJob waits for j within ctx, and not after an interruption.
+func (p *poolJobs) awaitJob(ctx context.Context, j units.Job) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if p.interrupted != nil {
+		stop := context.AfterFunc(p.interrupted, func() { cancel(context.Cause(p.interrupted)) })
+		defer stop()
+	}
+	err := p.c.AwaitJob(ctx, j)
+	if cause := p.stopped(); cause != nil {
+		return fmt.Errorf("%w while waiting for a systemctl job (%s); not acted on", cause, j)
+	}
+	if err != nil {
+		return fmt.Errorf("%w (is it stuck? systemctl list-jobs)", err)
+	}
+	return nil
+}
+
+// stopped returns the interruption's cause, nil when there was none.
+func (p *poolJobs) stopped() error {
+	if p.interrupted == nil || p.interrupted.Err() == nil {
+		return nil
+	}
+	return context.Cause(p.interrupted)
 }
 
 func gerund(op string) string {

@@ -22,6 +22,8 @@ type fakeUnits struct {
 	results     []error
 	displacedBy *units.Job
 	calls       []string // our jobs and waits, in order
+	// hang makes AwaitJob wait for its context: a job that does not end.
+	hang bool
 }
 
 func (f *fakeUnits) UnitJob(context.Context, string) (units.Job, bool, error) {
@@ -31,8 +33,12 @@ func (f *fakeUnits) UnitJob(context.Context, string) (units.Job, bool, error) {
 	return *f.job, true, nil
 }
 
-func (f *fakeUnits) AwaitJob(_ context.Context, j units.Job) error {
+func (f *fakeUnits) AwaitJob(ctx context.Context, j units.Job) error {
 	f.calls = append(f.calls, "await "+j.String())
+	if f.hang {
+		<-ctx.Done()
+		return ctx.Err()
+	}
 	f.job, f.worker = nil, f.after
 	return nil
 }
@@ -63,13 +69,16 @@ var (
 
 func TestPoolJobs(t *testing.T) {
 	stopJob := &units.Job{ID: 7, Unit: unit2, Type: "stop", State: "running"}
+	interrupted, interrupt := context.WithCancelCause(context.Background())
+	interrupt(errors.New("interrupted by SIGINT"))
 	for _, tc := range []struct {
-		name   string
-		fake   fakeUnits
-		op     func(*poolJobs) error
-		err    string // "" for nil; errLeft for errLeft
-		calls  string
-		output []string
+		name        string
+		fake        fakeUnits
+		interrupted context.Context
+		op          func(*poolJobs) error
+		err         string // "" for nil; errLeft for errLeft
+		calls       string
+		output      []string
 	}{
 		{
 			name:  "a systemctl restart running is waited for, then the worker restarted",
@@ -114,6 +123,15 @@ func TestPoolJobs(t *testing.T) {
 			calls: "restart, await stop clusterapp-worker@2.service, restart",
 		},
 		{
+			name:        "an interruption ends the wait for another job, and no job of ours starts",
+			fake:        fakeUnits{job: stopJob, worker: workerUp, hang: true},
+			interrupted: interrupted,
+			op:          func(p *poolJobs) error { return p.Restart(context.Background(), unit2) },
+			err:         "restart clusterapp-worker@2.service: interrupted by SIGINT while waiting for a systemctl job (stop clusterapp-worker@2.service); not acted on",
+			calls:       "await stop clusterapp-worker@2.service",
+			output:      []string{"a systemctl job (stop clusterapp-worker@2.service) is running: waiting for it"},
+		},
+		{
 			name:  "a failed job is the worker's own doing: no retry",
 			fake:  fakeUnits{worker: workerUp, results: []error{&units.JobError{Op: "restart", Unit: unit2, Result: "failed"}}},
 			op:    func(p *poolJobs) error { return p.Restart(context.Background(), unit2) },
@@ -123,7 +141,7 @@ func TestPoolJobs(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out strings.Builder
-			err := tc.op(&poolJobs{c: &tc.fake, out: &out})
+			err := tc.op(&poolJobs{c: &tc.fake, out: &out, interrupted: tc.interrupted})
 			switch {
 			case tc.err == "" && err != nil, tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
 				t.Errorf("error %v, want %q", err, tc.err)

@@ -69,7 +69,7 @@ func runReload(ctx context.Context, maxUnavailable int, timeout time.Duration, s
 	defer end()
 	// The rolling restart reports from several goroutines.
 	stdout = &syncWriter{w: stdout}
-	jobs := &poolJobs{c: c, out: stdout}
+	jobs := &poolJobs{c: c, out: stdout, interrupted: ctx}
 	running, err := runningWorkers(ctx, c)
 	if err != nil {
 		return fmt.Errorf("reload: %w", err)

@@ -129,7 +129,7 @@ func applyScale(ctx context.Context, c *units.Client, n int, timeout time.Durati
 		_, werr := fmt.Fprintf(stdout, "the pool is not running; %d workers will start with it (systemctl start %s)\n", n, config.TargetUnit)
 		return firstErr(err, werr)
 	}
-	jobs := &poolJobs{c: c, out: stdout}
+	jobs := &poolJobs{c: c, out: stdout, interrupted: ctx}
 	if err := startMissing(ctx, c, n, timeout, jobs.Start, true, stdout); err != nil {
 		return err
 	}
