@@ -34,8 +34,14 @@ import (
 // (what the last collection kept) is itself over that limit, collecting
 // cannot help: the collector would run without pause (up to half the CPU,
 // the runtime's cap) while the resident size climbs to the limit, so the
-// worker recycles at once, without waiting for a second reading, and lifts
-// the heap limit back to the cgroup's for its drain.
+// worker recycles at once, without waiting for more readings, and lifts
+// the heap limit back to the cgroup's for its drain. That rule alone also
+// watches a worker under CLUSTERAPP_MEMORY_MAX (or _HIGH) without
+// CLUSTERAPP_MAX_RSS: its live heap past the limit derived from the
+// cgroup's means an OOM kill ahead, after a stretch of the collector
+// running without pause, and a drain now loses nothing. Not under a
+// GOMEMLIMIT the operator set: how hard its collector may work is theirs
+// to say.
 //
 // A worker over the limit from its start (a limit below what it needs to
 // serve) would recycle in a tight loop: it waits until it has served
@@ -59,7 +65,7 @@ const rssSettle = 10 * time.Second
 
 // rssWatch is one worker's memory watch.
 type rssWatch struct {
-	limit   uint64                 // bytes; CLUSTERAPP_MAX_RSS resolved
+	limit   uint64                 // bytes; CLUSTERAPP_MAX_RSS resolved, 0 for none (the live-heap rule alone)
 	setting string                 // CLUSTERAPP_MAX_RSS as written, for messages
 	every   time.Duration          // rssCheckEvery
 	settle  time.Duration          // rssSettle
@@ -125,7 +131,7 @@ func (w rssWatch) run(ctx context.Context, start time.Time, out chan<- string) {
 		held := m.live > m.heapLimit // the collector cannot get under its limit
 		switch {
 		case held:
-		case rss <= w.limit:
+		case w.limit == 0 || rss <= w.limit:
 			over = 0
 			continue
 		default:
@@ -137,15 +143,12 @@ func (w rssWatch) run(ctx context.Context, start time.Time, out chan<- string) {
 		if up < w.settle {
 			if !early {
 				early = true
-				w.log.WithFields(logrus.Fields{"rss_bytes": rss, "max_rss_bytes": w.limit, "uptime": up.Round(time.Millisecond)}).
-					Warn(fmt.Sprintf("resident memory %s went over CLUSTERAPP_MAX_RSS=%s %s after start: this worker recycles once it has served %s (if that happens after every start, the limit is below what a worker needs: raise it)", mib(rss), w.setting, up.Round(time.Millisecond), w.settle))
+				w.log.WithFields(logrus.Fields{"rss_bytes": rss, "live_heap_bytes": m.live, "max_rss_bytes": w.limit, "uptime": up.Round(time.Millisecond)}).
+					Warn(fmt.Sprintf("%s %s after start: this worker recycles once it has served %s (if that happens after every start, the limit is below what a worker needs: raise it)", w.over(m, held), up.Round(time.Millisecond), w.settle))
 			}
 			continue
 		}
-		why := fmt.Sprintf("resident memory %s over CLUSTERAPP_MAX_RSS=%s", mib(rss), w.setting)
-		if held {
-			why = fmt.Sprintf("live heap %s over the Go heap limit %s, below CLUSTERAPP_MAX_RSS=%s (resident %s)", mib(m.live), mib(m.heapLimit), w.setting, mib(rss))
-		}
+		why := w.over(m, held)
 		if w.relax != nil {
 			w.relax()
 		}
@@ -158,6 +161,17 @@ func (w rssWatch) run(ctx context.Context, start time.Time, out chan<- string) {
 		out <- why
 		return
 	}
+}
+
+// over says which limit the reading m is over.
+func (w rssWatch) over(m memory, held bool) string {
+	switch {
+	case !held:
+		return fmt.Sprintf("resident memory %s over CLUSTERAPP_MAX_RSS=%s", mib(m.rss), w.setting)
+	case w.setting != "":
+		return fmt.Sprintf("live heap %s over the Go heap limit %s, below CLUSTERAPP_MAX_RSS=%s (resident %s)", mib(m.live), mib(m.heapLimit), w.setting, mib(m.rss))
+	}
+	return fmt.Sprintf("live heap %s over the Go heap limit %s, below the unit's memory limit (CLUSTERAPP_MEMORY_MAX, _HIGH; resident %s)", mib(m.live), mib(m.heapLimit), mib(m.rss))
 }
 
 // mib formats bytes as MiB with one decimal.
@@ -179,4 +193,14 @@ func relaxHeapLimit(cfg config.Config, log *logrus.Entry) func() {
 		debug.SetMemoryLimit(limit)
 		log.WithField("gomemlimit_bytes", limit).Debug("Go memory limit lifted to the cgroup's for the drain")
 	}
+}
+
+// memoryWatched is what rssWatch watches: the resident size
+// CLUSTERAPP_MAX_RSS sets (0 for none), and whether the heap limit is one
+// setMemoryLimit derived (from it or from the cgroup's limit), which the
+// live-heap rule holds the live heap against.
+func (w *worker) memoryWatched() (uint64, bool) {
+	limit := w.cfg.MaxRSSBytes(config.PhysicalMemory())
+	_, derived, _ := memlimit.Derive(os.Getenv, w.cfg.MemoryLimitRatio, int64(min(limit, math.MaxInt64)))
+	return limit, derived
 }

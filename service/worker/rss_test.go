@@ -48,11 +48,16 @@ func watchFor(t *testing.T, vs []uint64, calls int, settle time.Duration, clock 
 
 func watch(t *testing.T, r *readings, calls int, settle time.Duration, clock func() time.Time, relax func()) (string, []*logrus.Entry) {
 	t.Helper()
+	return watchWith(t, rssWatch{limit: 100, setting: "100B"}, r, calls, settle, clock, relax)
+}
+
+func watchWith(t *testing.T, w rssWatch, r *readings, calls int, settle time.Duration, clock func() time.Time, relax func()) (string, []*logrus.Entry) {
+	t.Helper()
 	l, hook := test.NewNullLogger()
 	out := make(chan string, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	w := rssWatch{limit: 100, setting: "100B", every: time.Millisecond, settle: settle, read: r.read, relax: relax, now: clock, log: logrus.NewEntry(l)}
+	w.every, w.settle, w.read, w.relax, w.now, w.log = time.Millisecond, settle, r.read, relax, clock, logrus.NewEntry(l)
 	done := make(chan struct{})
 	go func() { defer close(done); w.run(ctx, time.Unix(0, 0), out) }()
 	deadline := time.After(10 * time.Second)
@@ -135,5 +140,18 @@ func TestRSSWatchRecyclesAtOnceWhenTheLiveHeapIsOverItsLimit(t *testing.T) {
 	}
 	if len(log) != 1 || log[0].Data["live_heap_bytes"] != uint64(91) {
 		t.Fatalf("log %v", log)
+	}
+}
+
+// Under the unit's memory limit without CLUSTERAPP_MAX_RSS, the live-heap
+// rule alone: any resident size passes, a live heap over the heap limit
+// derived from the cgroup's does not.
+func TestRSSWatchWithoutMaxRSSWatchesTheLiveHeapAlone(t *testing.T) {
+	if why, _ := watchWith(t, rssWatch{}, &readings{v: []uint64{1 << 40}, live: 50}, 50, 0, late, nil); why != "" {
+		t.Fatalf("sent %q with no CLUSTERAPP_MAX_RSS and the live heap under its limit", why)
+	}
+	why, _ := watchWith(t, rssWatch{}, &readings{v: []uint64{95}, live: 91}, 50, 0, late, nil)
+	if !strings.Contains(why, "below the unit's memory limit") {
+		t.Fatalf("sent %q, want the live heap over the limit derived from the unit's", why)
 	}
 }

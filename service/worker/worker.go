@@ -362,7 +362,7 @@ func (w *worker) run(ctx context.Context, set listen.Set, source listen.Source, 
 	if w.env.socketActivated && w.env.runtimeDir != "" {
 		go watchTables(ctx, w.sharedTables(), tablesCheckEvery, staggerFor(w.name), w.log, w.detached)
 	}
-	if limit := w.cfg.MaxRSSBytes(config.PhysicalMemory()); limit > 0 {
+	if limit, derived := w.memoryWatched(); limit > 0 || derived {
 		go rssWatch{
 			limit: limit, setting: w.cfg.MaxRSS, every: rssCheckEvery, settle: rssSettle,
 			stagger: staggerFor(w.name), read: readMemory, relax: relaxHeapLimit(w.cfg, w.log), now: time.Now, log: w.log,
