@@ -7,12 +7,13 @@ import (
 	"os"
 	"runtime/debug"
 	"runtime/metrics"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/clusterapp/clusterapp/service/config"
 	"github.com/clusterapp/clusterapp/service/worker/internal/memlimit"
 	"github.com/clusterapp/clusterapp/service/worker/logging"
-	"github.com/prometheus/procfs"
 	"github.com/sirupsen/logrus"
 )
 
@@ -23,9 +24,10 @@ import (
 // max_memory_restart, polls every 30 s. Here the worker watches its own
 // resident memory (VmRSS, the process_resident_memory_bytes it exports)
 // every rssCheckEvery and, once it has stayed over CLUSTERAPP_MAX_RSS for
-// a second (rssOverChecks readings in a row), drains and exits 0 like a recycled
-// worker: systemd (Restart=always) starts a fresh one, the socket keeps
-// the connections that arrive meanwhile, and nothing in flight is lost.
+// a second (rssOverChecks readings in a row), drains and exits 0 like a
+// recycled worker: systemd (Restart=always) starts a fresh one, the socket
+// keeps the connections that arrive meanwhile, and nothing in flight is
+// lost.
 //
 // Garbage alone does not take it there: the Go heap limit (GOMEMLIMIT) is
 // derived below CLUSTERAPP_MAX_RSS as it is below the cgroup's limit
@@ -46,13 +48,12 @@ import (
 // A worker over the limit from its start (a limit below what it needs to
 // serve) would recycle in a tight loop: it waits until it has served
 // rssSettle, and its journal line says what to do if that happens at every
-// start. Workers
-// that leak alike reach the limit together, so each waits its instance's
-// pause first (staggerFor, as for the shared tables) and they leave one
-// after another.
+// start. Workers that leak alike reach the limit together, so each waits
+// its instance's pause first (staggerFor, as for the shared tables) and
+// they leave one after another.
 
-// rssCheckEvery is how often a worker reads its memory (one read of
-// /proc/self/stat and of the runtime's live-heap count: about 20 µs).
+// rssCheckEvery is how often a worker reads its memory (/proc/self/statm
+// and the runtime's live-heap count: BenchmarkReadMemory, about 20 µs).
 const rssCheckEvery = 250 * time.Millisecond
 
 // rssOverChecks is how many readings in a row must find the resident size
@@ -85,20 +86,25 @@ type memory struct {
 // liveSample is the runtime's own count of the live heap.
 const liveSample = "/gc/heap/live:bytes"
 
-// readMemory reads this process's memory: the resident size as the metrics
-// read it (process_resident_memory_bytes), the live heap and the limit.
+// readMemory reads this process's memory: the resident size (statm's
+// resident pages, the count process_resident_memory_bytes reads from
+// /proc/self/stat), the live heap and the limit.
 func readMemory() (memory, error) {
-	p, err := procfs.Self()
+	b, err := os.ReadFile("/proc/self/statm")
 	if err != nil {
 		return memory{}, err
 	}
-	st, err := p.Stat()
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return memory{}, fmt.Errorf("/proc/self/statm: %q: expected at least 2 fields", b)
+	}
+	pages, err := strconv.ParseUint(f[1], 10, 64)
 	if err != nil {
-		return memory{}, err
+		return memory{}, fmt.Errorf("/proc/self/statm: resident pages: %w", err)
 	}
 	s := []metrics.Sample{{Name: liveSample}}
 	metrics.Read(s)
-	m := memory{rss: uint64(st.ResidentMemory()), heapLimit: uint64(max(debug.SetMemoryLimit(-1), 0))}
+	m := memory{rss: pages * uint64(os.Getpagesize()), heapLimit: uint64(max(debug.SetMemoryLimit(-1), 0))}
 	if s[0].Value.Kind() == metrics.KindUint64 {
 		m.live = s[0].Value.Uint64()
 	}

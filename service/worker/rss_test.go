@@ -155,3 +155,12 @@ func TestRSSWatchWithoutMaxRSSWatchesTheLiveHeapAlone(t *testing.T) {
 		t.Fatalf("sent %q, want the live heap over the limit derived from the unit's", why)
 	}
 }
+
+// One reading, four times a second in every worker that watches.
+func BenchmarkReadMemory(b *testing.B) {
+	for b.Loop() {
+		if _, err := readMemory(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
