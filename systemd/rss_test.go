@@ -74,6 +74,9 @@ func TestWorkerOverMaxRSSIsRecycledLosslessly(t *testing.T) {
 	if v := metricValue(scrape, `clusterapp_worker_exits_total{result="success",worker="`+leaker+`"}`); v < 1 {
 		t.Errorf("worker %s's clean exits: %v, want 1 (a drain, not a kill)", leaker, v)
 	}
+	if v := metricValue(scrape, `clusterapp_worker_recycles_total{reason="memory",worker="`+leaker+`"}`); v != 1 {
+		t.Errorf("worker %s's recycles for memory: %v, want 1", leaker, v)
+	}
 }
 
 // field is the ith whitespace-separated word of s, "" past the end.

@@ -379,11 +379,14 @@ func (w *worker) run(ctx context.Context, set listen.Set, source listen.Source, 
 		reason = "signal " + sig.String()
 	case <-w.srv.Recycle():
 		reason = "request limit reached"
+		w.metrics.Recycled("requests")
 		w.log.WithFields(logging.Event(logging.MsgRecycled)).WithField("recycle_after", w.srv.RecycleLimit()).Info("request limit reached; recycling")
 	case why := <-w.detached:
 		reason = "shared table file gone: " + why
+		w.metrics.Recycled("tables")
 	case why := <-w.overRSS:
 		reason = why
+		w.metrics.Recycled("memory")
 	case <-w.crashc:
 		return ErrCrashed
 	case err := <-errc:

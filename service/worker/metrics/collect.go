@@ -150,6 +150,7 @@ var (
 	dStartTime   = desc("clusterapp_worker_start_time_seconds", "When the worker's process started, in seconds since the Unix epoch.")
 	dStarts      = desc("clusterapp_worker_starts_total", "Processes started as this worker (1 + restarts) since the runtime directory was created.")
 	dExits       = desc("clusterapp_worker_exits_total", "Worker processes that ended, by systemd's $SERVICE_RESULT (watchdog: killed by the watchdog).", "result")
+	dRecycles    = desc("clusterapp_worker_recycles_total", "Worker processes that drained and exited to be replaced by a fresh one, by reason: requests (CLUSTERAPP_MAX_REQUESTS), memory (CLUSTERAPP_MAX_RSS, or a live heap over the Go heap limit: a leak, if it repeats), tables (a shared table lost its file name).", "reason")
 	dRSS         = desc("process_resident_memory_bytes", "Resident memory of the worker's process.")
 	dCPU         = desc("process_cpu_seconds_total", "User and system CPU time of the worker's process.")
 	dFDs         = desc("process_open_fds", "Open file descriptors of the worker's process.")
@@ -180,7 +181,7 @@ func Names() []string {
 		"clusterapp_cache_misses_total", "clusterapp_balance_accept_deferred_seconds", "clusterapp_balance_gate_open",
 		"clusterapp_worker_ready", "clusterapp_worker_stalled", "clusterapp_worker_heartbeat_age_seconds",
 		"clusterapp_worker_start_time_seconds", "clusterapp_worker_starts_total",
-		"clusterapp_worker_exits_total", "process_resident_memory_bytes", "process_cpu_seconds_total", "process_open_fds",
+		"clusterapp_worker_exits_total", "clusterapp_worker_recycles_total", "process_resident_memory_bytes", "process_cpu_seconds_total", "process_open_fds",
 		"go_goroutines", "go_sched_gomaxprocs_threads", "clusterapp_pool_workers", "clusterapp_pool_workers_desired",
 		"clusterapp_build_info", "clusterapp_listen_queue_length", "clusterapp_listen_queue_limit",
 		"clusterapp_listen_queue_full_seconds_total",
@@ -242,6 +243,9 @@ func (c poolCollector) collectDown(ch chan<- prometheus.Metric, isLive *[Slots]b
 		for i, r := range ExitResults {
 			ch <- prometheus.MustNewConstMetric(dExits, prometheus.CounterValue, float64(v(wExits+i)), name, r)
 		}
+		for i, r := range RecycleReasons {
+			ch <- prometheus.MustNewConstMetric(dRecycles, prometheus.CounterValue, float64(v(recyclesOff+i)), name, r)
+		}
 	}
 }
 
@@ -276,6 +280,9 @@ func (c poolCollector) collectSlot(ch chan<- prometheus.Metric, slot int, v func
 	ch <- prometheus.MustNewConstMetric(dCPU, prometheus.CounterValue, float64(v(wCPUNs))/1e9, name)
 	for i, r := range ExitResults {
 		ch <- prometheus.MustNewConstMetric(dExits, prometheus.CounterValue, float64(v(wExits+i)), name, r)
+	}
+	for i, r := range RecycleReasons {
+		ch <- prometheus.MustNewConstMetric(dRecycles, prometheus.CounterValue, float64(v(recyclesOff+i)), name, r)
 	}
 	gauge(dInFlight, float64(v(wInFlight)))
 	gauge(dConnsOpen, float64(v(wConnsOpen)))

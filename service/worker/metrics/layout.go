@@ -17,6 +17,13 @@ const Slots = config.MaxWorkers
 // counted by clusterapp_worker_exits_total; any other value counts as "other".
 var ExitResults = []string{"success", "protocol", "timeout", "exit-code", "signal", "core-dump", "watchdog", "start-limit-hit", "resources", "oom-kill", "other"}
 
+// RecycleReasons are why a worker recycled itself (drained and exited 0 for
+// systemd to start a fresh process), clusterapp_worker_recycles_total's
+// reason label: its request limit (CLUSTERAPP_MAX_REQUESTS), its memory
+// (CLUSTERAPP_MAX_RSS, or a live heap over the heap limit), or a shared
+// table that lost its file name.
+var RecycleReasons = []string{"requests", "memory", "tables"}
+
 // Bucket bounds, in seconds.
 var (
 	durationBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
@@ -54,8 +61,11 @@ const (
 	wGOMAXPROCS         // gauge
 	wWatchdogNs         // gauge: the process's watchdog timeout, 0 when it has none
 	wProbedNs           // gauge: shm.Clock ns of its last passing health probe
-	wExits              // counters, one per ExitResults
+	wExits              // counters, one per ExitResults, then one per RecycleReasons (recyclesOff)
 )
+
+// recyclesOff is the first of a slot's recycle counters, after its exits.
+var recyclesOff = wExits + len(ExitResults)
 
 // rateTables are the values of clusterapp_ratelimit_table's mode label.
 var rateTables = []string{"shared", "local", "closed"}
@@ -90,7 +100,7 @@ type routeBlock struct {
 
 func newLayout(routes []string) *layout {
 	l := &layout{routes: routes}
-	off := wExits + len(ExitResults)
+	off := recyclesOff + len(RecycleReasons)
 	l.wait = histogram{off: off, bounds: waitBuckets}
 	off += l.wait.words()
 	l.deferred = histogram{off: off, bounds: deferBuckets}
@@ -119,7 +129,7 @@ const (
 // upgrade that adds a route) map different files instead of misreading one.
 func schemaVersion(routes []string) int {
 	h := fnv.New32a()
-	fmt.Fprintf(h, "metrics layout 1|%d|%v|%v|%v|%v|%d", wExits, ExitResults, waitBuckets, deferBuckets, durationBuckets, codeEntries)
+	fmt.Fprintf(h, "metrics layout 1|%d|%v|%v|%v|%v|%v|%d", wExits, ExitResults, RecycleReasons, waitBuckets, deferBuckets, durationBuckets, codeEntries)
 	h.Write([]byte(strings.Join(routes, "\x00"))) // in order: the order places the blocks
 	return int(h.Sum32() & 0x7fffffff)
 }

@@ -216,6 +216,16 @@ func (m *Metrics) Admitted(wait time.Duration) { m.add(wAdmitted, 1); m.observe(
 // Shed counts a request refused at capacity (admission.Observer).
 func (m *Metrics) Shed() { m.add(wShed, 1) }
 
+// Recycled counts this worker recycling itself for reason, one of
+// RecycleReasons (another counts as none).
+func (m *Metrics) Recycled(reason string) {
+	for i, r := range RecycleReasons {
+		if r == reason {
+			m.add(recyclesOff+i, 1)
+		}
+	}
+}
+
 // Limited counts a request refused by the rate limit (ratelimit.Observer).
 func (m *Metrics) Limited() { m.add(wLimited, 1) }
 
