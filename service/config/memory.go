@@ -213,14 +213,19 @@ func rssDetail(s string) string {
 // MaxRSSBytes is CLUSTERAPP_MAX_RSS in bytes, a percentage taken of
 // physical bytes as systemd takes MemoryMax='s; 0 when it is empty (never)
 // or not valid.
-func (c Config) MaxRSSBytes(physical uint64) uint64 {
-	if c.MaxRSS == "" || c.MaxRSS == "infinity" || !validMemory(c.MaxRSS) {
+func (c Config) MaxRSSBytes(physical uint64) uint64 { return memoryLimitBytes(c.MaxRSS, physical) }
+
+// memoryLimitBytes is a memory setting (CLUSTERAPP_MAX_RSS, _MEMORY_MAX,
+// _MEMORY_HIGH) in bytes on a machine with physical bytes; 0 for none
+// (empty, infinity) or a value not valid.
+func memoryLimitBytes(s string, physical uint64) uint64 {
+	if s == "" || s == "infinity" || !validMemory(s) {
 		return 0
 	}
-	if p, ok := MemoryPermyriad(c.MaxRSS); ok {
+	if p, ok := MemoryPermyriad(s); ok {
 		return uint64(float64(physical) * float64(p) / 10000)
 	}
-	n, _ := MemoryBytes(c.MaxRSS)
+	n, _ := MemoryBytes(s)
 	return n
 }
 
@@ -230,8 +235,7 @@ func (c Config) MaxRSSBytes(physical uint64) uint64 {
 // before the recycle. The worker logs it and `clusterapp config --check`
 // prints it.
 func MaxRSSAdvice(maxRSS, memoryMax string, physical uint64) string {
-	rss := Config{MaxRSS: maxRSS}.MaxRSSBytes(physical)
-	hard := Config{MaxRSS: memoryMax}.MaxRSSBytes(physical) // the same syntax, read the same way
+	rss, hard := memoryLimitBytes(maxRSS, physical), memoryLimitBytes(memoryMax, physical)
 	if rss == 0 || hard == 0 || rss < hard {
 		return ""
 	}
