@@ -150,7 +150,7 @@ func newPlan(cpus int, repo string, f flags) bench.Plan {
 		Stack:   &bench.StackPlan{Route: "/", Rounds: 5, Concurrency: f.concurrency, Duration: 3 * time.Second},
 		Spike: &bench.SpikePlan{
 			Route: "/fib?n=30", Layout: layout, Factor: 10, UnloadedFraction: 0.05,
-			Duration: f.spikeDuration, Concurrency: 256, Timeout: 10 * time.Second, On: on, Off: off,
+			Duration: f.spikeDuration, Concurrency: 256, Timeout: 10 * time.Second, On: on, Off: off, Rounds: 3,
 		},
 		Faults: &bench.FaultPlan{
 			Config: bench.FaultConfiguration(cpus), Route: "/", Concurrency: 16, Duration: f.cell, Timeout: 5 * time.Second,

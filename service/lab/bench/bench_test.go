@@ -388,3 +388,59 @@ func TestRunRepeatsInRounds(t *testing.T) {
 		}
 	}
 }
+
+// A spike of several rounds shows the median round in its column and every
+// round in the rows "each round", the median in bold.
+func TestWriteSpikeRounds(t *testing.T) {
+	res := sample()
+	s := res.Spike
+	round := func(unloaded, admitted time.Duration, health time.Duration) SpikeRound {
+		run := s.Runs[0]
+		result := *run.Result
+		result.Latency.P99 = admitted
+		run.Result = &result
+		h := *run.Health
+		h.Latency.P99 = health
+		run.Health = &h
+		return SpikeRound{Unloaded: &loadgen.Result{Latency: loadgen.Latency{P99: unloaded}}, Run: run}
+	}
+	s.Rounds = []SpikeRound{
+		round(10*time.Millisecond, 30*time.Millisecond, 9*time.Millisecond),  // 3.00x
+		round(10*time.Millisecond, 15*time.Millisecond, 12*time.Millisecond), // 1.50x
+		round(8*time.Millisecond, 16*time.Millisecond, 7*time.Millisecond),   // 2.00x: the median
+	}
+	if got := medianRound(s.Rounds); got != 2 {
+		t.Fatalf("medianRound = %d, want 2 (ratios 3.00, 1.50, 2.00)", got)
+	}
+	s.Median = 2
+	s.Unloaded, s.Runs[0] = s.Rounds[2].Unloaded, s.Rounds[2].Run
+	var out strings.Builder
+	if err := WriteMarkdown(&out, res, "benchmarks.svg", ""); err != nil {
+		t.Fatal(err)
+	}
+	page := out.String()
+	for _, want := range []string{
+		"runs 3 times, each spike just after an unloaded run of its own",
+		"is the median (round 3)",
+		"| admitted p99 × unloaded p99 (8.00 ms) | 2.00× | 50.00× |",
+		"| each round: admitted p99 × unloaded p99 (unloaded p99) | 3.00× (10.0 ms), 1.50× (10.0 ms), **2.00× (8.00 ms)** | one round |",
+		"| each round: `/healthz` p99 | 9.00 ms, 12.0 ms, **7.00 ms** | one round |",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q:\n%s", want, page)
+		}
+	}
+}
+
+func TestMedianRoundOfTwoIsTheLower(t *testing.T) {
+	r := func(ratio float64) SpikeRound {
+		return SpikeRound{Unloaded: &loadgen.Result{Latency: loadgen.Latency{P99: 1000}},
+			Run: SpikeRun{Result: &loadgen.Result{Latency: loadgen.Latency{P99: time.Duration(ratio * 1000)}}}}
+	}
+	if got := medianRound([]SpikeRound{r(3), r(1)}); got != 1 {
+		t.Errorf("medianRound of 3x, 1x = %d, want 1 (the lower)", got)
+	}
+	if got := medianRound([]SpikeRound{r(1)}); got != 0 {
+		t.Errorf("medianRound of one = %d", got)
+	}
+}

@@ -13,9 +13,10 @@
 // Three scenarios follow one another: the configurations (closed-loop
 // throughput, repeated and reported as medians, fixed-rate latency, share,
 // memory); the spike (SpikePlan: a CPU route at 10x its sustainable rate,
-// protection on and off, with the generator on a CPU of its own,
-// SpikeLayout); and the faults (FaultPlan: the pool under new-connection
-// load with one worker frozen, then crash-looping).
+// protection on in rounds reported by their median, then off, with the
+// generator on a CPU of its own, SpikeLayout); and the faults (FaultPlan:
+// the pool under new-connection load with one worker frozen, then
+// crash-looping).
 //
 // Every number in the report is also given as a ratio against a baseline
 // measured in the same run (N workers against 1 worker, against one process

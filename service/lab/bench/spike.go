@@ -15,6 +15,10 @@ func writeSpikeMethod(p *printer, res *Results) {
 		s.Offered, sp.Factor, sp.Duration, s.Offered, sp.Concurrency, sp.Timeout)
 	p.printf("  intended send time, so time spent waiting for one of the %d connections counts too.\n", sp.Concurrency)
 	p.printf("- Unloaded p99: the same route at %g req/s (`-c 8`, %s) just before, under \"%s\".\n", s.Unloaded.Rate, sp.Duration, sp.On.Name)
+	if n := len(s.Rounds); n > 1 {
+		p.printf("- Rounds: \"%s\" runs %d times, each spike just after an unloaded run of its own; its column is the round\n", sp.On.Name, n)
+		p.printf("  whose admitted p99 × unloaded p99 is the median (round %d), and the rows \"each round\" list all %d.\n", s.Median+1, n)
+	}
 	p.printf("- Time to reject: latency of the non-2xx responses (`non_2xx_latency` of the generator).\n")
 	p.printf("- Health probe: a second generator sends `/healthz` at %d req/s (`-c 4`) during each spike, from the same CPU:\n", healthProbe)
 	p.printf("  what a load balancer's health check sees, and the floor for a request that does no work.\n")
@@ -56,6 +60,35 @@ func WriteSpike(w io.Writer, res *Results) {
 	row(fmt.Sprintf("admitted p99 × unloaded p99 (%s)", Millis(unloadedP99)), func(r SpikeRun) string {
 		return Ratio(float64(r.Result.Latency.P99), float64(unloadedP99))
 	})
+	if len(s.Rounds) > 1 {
+		// Rounds are of the protected configuration, the first column.
+		each := func(label string, cell func(SpikeRound) string) {
+			var parts []string
+			for i, sr := range s.Rounds {
+				v := cell(sr)
+				if i == s.Median {
+					v = "**" + v + "**"
+				}
+				parts = append(parts, v)
+			}
+			line := "| each round: " + label + " | " + strings.Join(parts, ", ") + " |"
+			for range s.Runs[1:] {
+				line += " one round |"
+			}
+			p.printf("%s\n", line)
+		}
+		each("admitted p99 × unloaded p99 (unloaded p99)", func(sr SpikeRound) string {
+			return fmt.Sprintf("%s (%s)", Ratio(float64(sr.Run.Result.Latency.P99), float64(sr.Unloaded.Latency.P99)), Millis(sr.Unloaded.Latency.P99))
+		})
+		each("time to reject p50", func(sr SpikeRound) string { return Millis(sr.Run.Result.Non2xxLatency.P50) })
+		each("`/healthz` p99", func(sr SpikeRound) string {
+			if sr.Run.Health == nil {
+				return "–"
+			}
+			return Millis(sr.Run.Health.Latency.P99)
+		})
+		each("2xx req/s × sustainable", func(sr SpikeRound) string { return Ratio(Goodput(sr.Run.Result), s.Sustainable) })
+	}
 	row("time to reject p50 / p90 / p99 / max", func(r SpikeRun) string {
 		n := r.Result.Non2xxLatency
 		if r.Result.Responses == r.Result.OK {
