@@ -70,8 +70,8 @@ type SpikePlan struct {
 	// Rounds is how many times the protected spike runs, each just after an
 	// unloaded run of its own (default 1). A 5 s spike admits about a
 	// thousand requests and its unloaded run sends a few dozen, so one
-	// round's p99s are its tenth- and first-slowest requests: the same
-	// worker read 1.55x to 3x from one round to the next.
+	// round's p99s are its tenth- and first-slowest requests: single rounds
+	// of unchanged builds read 0.66x to 3.05x (docs/benchmarks.md, notes).
 	Rounds int
 }
 
