@@ -74,7 +74,7 @@ units: build
 	  install -D -m755 $(BIN)/clusterapp $$tmp/usr/bin/clusterapp && \
 	  cp systemd/*.socket systemd/*.service systemd/*.target $$tmp/ && \
 	  sed -i "s#/usr/bin/clusterapp#$$tmp/usr/bin/clusterapp#" $$tmp/*.service && \
-	  SYSTEMD_LOG_LEVEL=warning systemd-analyze verify $$tmp/clusterapp.socket $$tmp/clusterapp-metrics.socket $$tmp/clusterapp.target $$tmp/clusterapp.service $$tmp/clusterapp-worker@.service && \
+	  SYSTEMD_LOG_LEVEL=warning systemd-analyze verify $$tmp/clusterapp.socket $$tmp/clusterapp-metrics.socket $$tmp/clusterapp.target $$tmp/clusterapp-first.target $$tmp/clusterapp.service $$tmp/clusterapp-worker@.service && \
 	  systemd-analyze security --offline=true --threshold=20 $$tmp/clusterapp-worker@.service | tail -1
 
 docs: build ## regenerate the variable tables in README.md and docs/operations.md

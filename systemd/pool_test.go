@@ -47,17 +47,19 @@ func TestPoolOneWorkerPerCPU(t *testing.T) {
 
 // Scenario 1, configured: CLUSTERAPP_WORKERS=3 in the environment file.
 // The worker the first connection starts comes up alone: the others start
-// once it is ready (the generator orders it before them), as `systemctl
-// show` and the units' timestamps tell an operator.
+// once it is ready (they start after clusterapp-first.target, which is
+// ordered after it), as `systemctl show` and the units' timestamps tell an
+// operator.
 func TestPoolSizeFromEnvFile(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=3\n"})
 	b.Start(3)
-	// Workers 2 and 3 wait for worker 1 (the generator's ExecStartPre=),
-	// and nothing is ordered after it: its failures hold up no one.
+	// Workers 2 and 3 start after the first-up target (the generator's
+	// drop-in), and no worker is ordered after worker 1 itself: its
+	// failures hold up no one.
 	for i, want := range []bool{false, true, true} {
 		u := config.WorkerUnit(i + 1)
-		if got := b.Show(u, "ExecStartPre"); strings.Contains(got, "await-first") != want {
-			t.Fatalf("%s ExecStartPre=%s: want await-first %v", u, got, want)
+		if got := b.Show(u, "After"); strings.Contains(got, config.FirstTarget) != want {
+			t.Fatalf("%s After=%s: want %s %v", u, got, config.FirstTarget, want)
 		}
 	}
 	if got := b.Show(config.WorkerUnit(1), "Before"); strings.Contains(got, "clusterapp-worker@") {

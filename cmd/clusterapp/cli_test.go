@@ -98,7 +98,7 @@ func TestCommandLine(t *testing.T) {
 		emptyOut   bool // stdout must be empty: nothing ran
 		emptyError bool // stderr must be empty
 	}{
-		{args: []string{"--help"}, stdout: []string{"Usage:", "status", "reload", "scale", "logs", "doctor", "config", "--version"}, notStdout: []string{"exited", "await-first", "docs"}, emptyError: true},
+		{args: []string{"--help"}, stdout: []string{"Usage:", "status", "reload", "scale", "logs", "doctor", "config", "--version"}, notStdout: []string{"exited", "docs"}, emptyError: true},
 		{args: []string{"-h"}, stdout: []string{"Usage:", "status", "reload"}, notStdout: []string{"exited"}, emptyError: true},
 		{args: []string{"help"}, stdout: []string{"Usage:", "status", "reload"}, emptyError: true},
 		{args: []string{"help", "status"}, stdout: []string{"clusterapp status [flags]", "--json", "--watch", "Examples:"}, emptyError: true},
@@ -133,9 +133,6 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"help", "status", "extra"}, code: exitUsage, emptyOut: true, stderr: []string{`status: unknown command "extra"`, "Run 'clusterapp status --help' for usage."}},
 		{args: []string{"generator"}, code: exitUsage, stderr: []string{"generator: expected the output directories systemd passes"}},
 		{args: []string{"exited"}, code: exitUsage, stderr: []string{"exited: --instance is required"}},
-		{args: []string{"await-first"}, code: exitUsage, stderr: []string{"await-first: --instance is required"}},
-		// Worker 1 waits for nobody: no systemd needed, nothing said.
-		{args: []string{"await-first", "--instance", "1"}, emptyOut: true, emptyError: true},
 		{args: []string{"serve", "now"}, code: exitUsage, stderr: []string{`serve: unexpected argument "now"`}},
 		// The exit statuses scripts rely on: 78 for a bad file, 1 for a failure.
 		{args: []string{"config", "--check", bad}, code: exitConfig, stdout: []string{"CLUSTERAPP_SHUTDOWN_TIMEOUT"}},
@@ -242,7 +239,7 @@ func TestDocsAndCompletions(t *testing.T) {
 			t.Errorf("man page has no section for %s", name)
 		}
 	}
-	for _, hidden := range []string{"exited", "await-first", "docs", "completion"} {
+	for _, hidden := range []string{"exited", "docs", "completion"} {
 		if strings.Contains(man, ".SS "+hidden) {
 			t.Errorf("man page documents the hidden command %s", hidden)
 		}

@@ -61,7 +61,6 @@ Exit status: 0 on success, 1 on failure, 2 for a bad command line,
 		newLogsCommand(),
 		newDoctorCommand(),
 		newExitedCommand(stderr),
-		newAwaitFirstCommand(stderr),
 		newVersionCommand(),
 		newDocsCommand(),
 	)

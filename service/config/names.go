@@ -17,6 +17,10 @@ const (
 	MetricsSocketUnit = "clusterapp-metrics.socket"
 	// TargetUnit wants one worker unit per worker (the generator's drop-in).
 	TargetUnit = "clusterapp.target"
+	// FirstTarget is ordered after worker 1; workers 2..N want it and
+	// start after it (the generator's drop-in), so a cold start brings
+	// worker 1 up first (systemd/clusterapp-first.target says how).
+	FirstTarget = "clusterapp-first.target"
 	// WorkerTemplate is the worker units' template; worker N is WorkerUnit(N).
 	WorkerTemplate = "clusterapp-worker@.service"
 	// WorkerPattern matches every worker unit (systemctl, journalctl -u).

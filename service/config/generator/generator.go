@@ -13,10 +13,10 @@
 //     N = CLUSTERAPP_WORKERS or the number of CPUs. systemd 252 ignores
 //     .wants/ symlink folders for generated template instances in some
 //     cases; a Wants= drop-in is the form measured to work.
-//   - clusterapp-worker@K.service.d/50-first.conf for K = 2..N: an
-//     ExecStartPre= that waits, up to a second, while worker 1 starts, so
-//     the worker a connection starts is up first (package units, "Worker 1
-//     comes up first"; docs/benchmarks.md, "Worker 1 up first").
+//   - clusterapp-worker@K.service.d/50-first.conf for K = 2..N: Wants=
+//     and After= on clusterapp-first.target, which is ordered after worker
+//     1, so on a cold start the worker a connection starts is up first
+//     (docs/operations.md, "Worker 1 comes up first").
 //   - clusterapp.socket.d/50-env.conf, only when CLUSTERAPP_LISTEN or
 //     CLUSTERAPP_BACKLOG is set in the file: ListenStream= and Backlog=.
 //   - clusterapp-metrics.socket.d/50-env.conf, only when
@@ -315,20 +315,24 @@ func (s Settings) Files(cpus int) (map[string]string, error) {
 	files[config.TargetUnit+".d/50-workers.conf"] = target
 
 	// The worker the socket starts comes up alone: on a cold start (boot,
-	// the first connection, a start of the target) the others wait in
-	// their own start job while worker 1 starts, so it does not share the
-	// CPUs with N-1 other hardened spawns before it answers the connection
-	// that started it. A wait, not an ordering: systemd orders every pair
-	// of jobs, so with Before= a worker 1 in a back-off, failing or hung
-	// before READY=1 held up every other worker's restart, and for good
-	// when it failed in a loop. The wait ends when worker 1 is up or has
-	// failed, or when its start is older than units.FirstLimit; a worker
-	// restarted alone (a crash, the watchdog, a rollout) finds worker 1
-	// active and starts at once. '+': the wait reads systemd's state as
-	// root, and its exec skips the unit's sandbox set-up.
+	// the first connection, a start of the target) workers 2..N start
+	// after clusterapp-first.target, which is ordered after worker 1, so
+	// worker 1 does not share the CPUs with N-1 other hardened spawns
+	// before it answers the connection that started it. Not an order on
+	// worker 1 itself (Before=): systemd orders every pair of jobs, so a
+	// worker 1 in a back-off, failing or hung before READY=1 held up every
+	// other worker's restart, for good when it failed in a loop, and a
+	// stop drained worker 1 only after the others. The target has a start
+	// job only on a cold start (it stays active while workers 2..N run)
+	// and a JobTimeoutSec= of a second; systemd/clusterapp-first.target
+	// says how. Before 2026-12-04 each worker waited in an ExecStartPre=
+	// (`clusterapp await-first`): its N-1 processes, and the start jobs
+	// around them, cost worker 1 about 15 ms on 2 CPUs (docs/benchmarks.md,
+	// "Worker 1 up first, by a target").
 	for i := 2; i <= s.Workers(cpus); i++ {
-		files[config.WorkerUnit(i)+".d/50-first.conf"] = unitfile.New(header).Section("Service").
-			Set("ExecStartPre", fmt.Sprintf("-+%s await-first --instance %d", Binary, i))
+		files[config.WorkerUnit(i)+".d/50-first.conf"] = unitfile.New(header).Section("Unit").
+			Set("Wants", config.FirstTarget).
+			Set("After", config.FirstTarget)
 	}
 
 	switch {

@@ -67,9 +67,9 @@ func TestOneWorkerPerCPUByDefault(t *testing.T) {
 		t.Fatal("worker 1 waits for itself")
 	}
 	for i := 2; i <= 4; i++ {
-		want := fmt.Sprintf("[Service]\nExecStartPre=-+/usr/bin/clusterapp await-first --instance %d\n", i)
+		want := "[Unit]\nWants=clusterapp-first.target\nAfter=clusterapp-first.target\n"
 		if got := files[fmt.Sprintf("clusterapp-worker@%d.service.d/50-first.conf", i)]; !strings.HasSuffix(got, want) {
-			t.Fatalf("worker %d does not wait for worker 1:\n%s", i, got)
+			t.Fatalf("worker %d does not start after worker 1:\n%s", i, got)
 		}
 	}
 	for unit, content := range files {
@@ -324,7 +324,7 @@ var firstDropIn = regexp.MustCompile(`^clusterapp-worker@[0-9]+\.(service\.d/50-
 // allowed are the directives each generated file may hold.
 var allowed = map[string]map[string]bool{
 	"clusterapp.target.d/50-workers.conf":         {"Wants": true},
-	"clusterapp-worker@2.service.d/50-first.conf": {"ExecStartPre": true},
+	"clusterapp-worker@2.service.d/50-first.conf": {"Wants": true, "After": true},
 	"clusterapp.socket.d/50-env.conf":             {"ListenStream": true, "Backlog": true},
 	"clusterapp-worker@.service.d/50-env.conf":    {"Environment": true, "WatchdogSec": true, "TimeoutStopSec": true, "LimitNOFILE": true, "MemoryHigh": true, "MemoryMax": true, "UnsetEnvironment": true},
 }
@@ -399,7 +399,7 @@ func verify(t *testing.T, files map[string]string, listenRefused bool) {
 		t.Skip("systemd-analyze not installed")
 	}
 	dir := t.TempDir()
-	for _, unit := range []string{"clusterapp.socket", "clusterapp.target", "clusterapp-worker@.service"} {
+	for _, unit := range []string{"clusterapp.socket", "clusterapp.target", "clusterapp-first.target", "clusterapp-worker@.service"} {
 		b, err := os.ReadFile(filepath.Join("..", "..", "..", "systemd", unit))
 		if err != nil {
 			t.Fatal(err)
@@ -419,7 +419,7 @@ func verify(t *testing.T, files map[string]string, listenRefused bool) {
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.Command("systemd-analyze", "verify", filepath.Join(dir, "clusterapp.socket"), filepath.Join(dir, "clusterapp.target"), filepath.Join(dir, "clusterapp-worker@.service"))
+	cmd := exec.Command("systemd-analyze", "verify", filepath.Join(dir, "clusterapp.socket"), filepath.Join(dir, "clusterapp.target"), filepath.Join(dir, "clusterapp-first.target"), filepath.Join(dir, "clusterapp-worker@.service"), filepath.Join(dir, "clusterapp-worker@2.service"))
 	cmd.Env = append(os.Environ(), "SYSTEMD_UNIT_PATH="+dir+":", "SYSTEMD_LOG_LEVEL=warning")
 	out, err := cmd.CombinedOutput()
 	text := strings.TrimSpace(string(out))
