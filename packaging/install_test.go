@@ -64,6 +64,15 @@ func testDebLifecycle(t *testing.T, pk builds) {
 	}
 	workers := b.WorkerUnits(runtime.NumCPU())
 	b.Eventually(10*time.Second, "every worker active", func() bool { return b.AllActive(workers...) })
+	// Workers 2..N start after the first-up target; without the file systemd ignores their
+	// Wants= and After= on it, and worker 1 would share the CPUs on every cold start.
+	// /lib is /usr/lib on a merged-/usr system, and systemd names either.
+	if got := b.Show(config.FirstTarget, "FragmentPath"); !strings.HasSuffix(got, "lib/systemd/system/"+config.FirstTarget) {
+		t.Errorf("%s is not loaded from the package: FragmentPath=%q", config.FirstTarget, got)
+	}
+	if got := b.Show(config.FirstTarget, "ActiveState"); len(workers) > 1 && got != "active" {
+		t.Errorf("%s is %s with %d workers running", config.FirstTarget, got, len(workers))
+	}
 	if got, _ := b.Run("systemctl", "is-active", config.MetricsSocketUnit); strings.TrimSpace(got) != "active" {
 		t.Errorf("postinst did not start clusterapp-metrics.socket: %q", got)
 	}

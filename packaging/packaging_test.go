@@ -147,6 +147,7 @@ func testRPMContents(t *testing.T, rpm string) {
 		"/usr/lib/systemd/system/" + config.WorkerTemplate,
 		"/usr/lib/systemd/system/" + config.WorkerTemplate + ".d/10-limits.conf",
 		"/usr/lib/systemd/system/" + config.TargetUnit,
+		"/usr/lib/systemd/system/" + config.FirstTarget,
 		"/usr/lib/sysctl.d/60-clusterapp.conf",
 		config.EnvFile,
 		"/etc/security/limits.d/clusterapp.conf",
