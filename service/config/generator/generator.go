@@ -327,8 +327,9 @@ func (s Settings) Files(cpus int) (map[string]string, error) {
 	// and a JobTimeoutSec= of a second; systemd/clusterapp-first.target
 	// says how. Before 2026-12-04 each worker waited in an ExecStartPre=
 	// (`clusterapp await-first`): its N-1 processes, and the start jobs
-	// around them, cost worker 1 about 15 ms on 2 CPUs (docs/benchmarks.md,
-	// "Worker 1 up first, by a target").
+	// around them, cost worker 1's first 200 about 15 ms with 2 workers on
+	// 2 CPUs and 130 ms with 8 (docs/benchmarks.md, "Worker 1 up first, by
+	// a target").
 	for i := 2; i <= s.Workers(cpus); i++ {
 		files[config.WorkerUnit(i)+".d/50-first.conf"] = unitfile.New(header).Section("Unit").
 			Set("Wants", config.FirstTarget).
