@@ -69,10 +69,6 @@ const WorkerDefaultKey = config.Prefix + "_MAX_IN_FLIGHT"
 // stopMargin is added to CLUSTERAPP_SHUTDOWN_TIMEOUT for TimeoutStopSec=.
 const stopMargin = 10 * time.Second
 
-// Binary is the clusterapp command as the shipped worker unit runs it
-// (ExecStart=); the generator is a link to it.
-const Binary = "/usr/bin/clusterapp"
-
 // Settings is what the generator reads from the environment file.
 type Settings struct {
 	// Config holds the file's valid values; every invalid or unset
