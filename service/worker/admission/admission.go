@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -38,8 +39,7 @@ type Limiter struct {
 	released atomic.Uint64  // admitted requests finished
 	started  chan Admission // an admission, when none is pending
 	// long is signalled when a request releases a slot it held watch or
-	// longer (WatchLong); watch is 0 while nobody watches, and requests then
-	// read no clock for it.
+	// longer (WatchLong); watch is 0 while nobody watches.
 	long       chan struct{}
 	watch      atomic.Int64
 	wait       time.Duration
@@ -125,7 +125,7 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 			_, _ = w.Write(l.shedBody)
 			return
 		}
-		defer l.release(l.holdStart())
+		defer l.release(mono())
 		if len(l.started) == 0 { // one load per request while a signal is pending
 			select {
 			case l.started <- Admission{At: time.Now(), CPU: processCPU()}: // the Governor's clocks, not Options.Now
@@ -139,24 +139,35 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 	})
 }
 
-// holdStart is when a request took its slot on the monotonic clock, or -1
-// while nobody watches for long holds.
-func (l *Limiter) holdStart() time.Duration {
-	if l.watch.Load() == 0 {
-		return -1
-	}
-	return mono()
-}
+// yieldAfter is the hold after which release yields the P first: a request
+// that held its slot this long may have kept the goroutines behind it off
+// its P for as long (Go preempts only after 10 ms).
+const yieldAfter = time.Millisecond
 
-// release frees a slot taken at start (holdStart) and signals Long when it
-// was held the watched hold or longer.
+// release frees a slot taken at start (on the monotonic clock) and signals
+// Long when it was held the watched hold or longer.
+//
+// A request that held its slot yieldAfter or longer first yields its P
+// once. Requests whose goroutines became runnable on that P while it ran
+// (they arrived during its computation, and the kernel ran the computing
+// thread rather than the spare P's) then meet the slot still taken: turned
+// away at once, or queued behind the waiters, as the ones that got to run
+// during the computation were. The slot goes to a request found after
+// them, one that arrived later. Without the yield, Go runs its local run
+// queue first, and the oldest of those requests took the slot with a whole
+// computation already waited: the spike's slowest admitted requests took
+// two computations (docs/benchmarks.md, "An admitted request that waited a
+// whole computation"). The yield costs the answer the time those requests
+// take to be turned away, and a request that held its slot while it slept
+// (it kept no P) finds nothing to yield to.
 func (l *Limiter) release(start time.Duration) {
+	held := mono() - start
+	if held >= yieldAfter {
+		runtime.Gosched()
+	}
 	<-l.slots
 	l.released.Add(1)
-	if start < 0 {
-		return
-	}
-	if w := time.Duration(l.watch.Load()); w > 0 && mono()-start >= w {
+	if w := time.Duration(l.watch.Load()); w > 0 && held >= w {
 		select {
 		case l.long <- struct{}{}:
 		default: // one is pending already
@@ -215,9 +226,9 @@ func (l *Limiter) Slots() SlotUse {
 func (l *Limiter) Started() <-chan Admission { return l.started }
 
 // WatchLong makes Long signal a request that held its slot hold or longer,
-// from the requests admitted next on; 0 stops it. While it watches, each
-// request reads the monotonic clock when it takes its slot and when it
-// releases it.
+// from the requests admitted next on; 0 stops it. It costs the requests
+// nothing more: each reads the monotonic clock when it takes its slot and
+// when it releases it anyway (release).
 func (l *Limiter) WatchLong(hold time.Duration) { l.watch.Store(int64(max(hold, 0))) }
 
 // Long is signalled when a request released a slot it held for the hold

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -76,6 +77,55 @@ func TestShedsBeyondCapacity(t *testing.T) {
 	wg.Wait()
 	if c.admitted.Load() != 2 || c.shed.Load() != 1 || l.InFlight() != 0 {
 		t.Fatalf("admitted %d shed %d in flight %d", c.admitted.Load(), c.shed.Load(), l.InFlight())
+	}
+}
+
+// A request whose goroutine became runnable while an admitted one computed
+// on the same P, and which runs only once that one ends, arrived a whole
+// computation ago. It meets the slot still taken, and with no wait allowed
+// is turned away, as it would have been had it run during the computation,
+// instead of inheriting the slot (and a latency of two computations). After
+// a short request it is admitted as before. One P, so the queued request
+// runs only when the holder gives the P up; the yield is a hint to Go's
+// scheduler (which looks at its global queue first once in 61 rounds),
+// hence a count over many trials.
+func TestQueuedRequestMeetsTheSlotTakenAfterALongHold(t *testing.T) {
+	t.Cleanup(func(p int) func() { return func() { runtime.GOMAXPROCS(p) } }(runtime.GOMAXPROCS(1)))
+	const trials = 50
+	for _, hold := range []time.Duration{0, 2 * yieldAfter} {
+		shed := 0
+		for range trials {
+			l := New(Options{MaxInFlight: 1})
+			queued := httptest.NewRecorder()
+			done := make(chan struct{})
+			var h http.Handler
+			h = l.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/holder" {
+					return
+				}
+				go func() { // arrives now; runnable, it waits for this P
+					defer close(done)
+					h.ServeHTTP(queued, httptest.NewRequest("GET", "/queued", nil))
+				}()
+				for start := mono(); mono()-start < hold; { // computes, keeping the P
+				}
+			}))
+			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/holder", nil))
+			<-done
+			switch queued.Code {
+			case http.StatusServiceUnavailable:
+				shed++
+			case http.StatusOK:
+			default:
+				t.Fatalf("queued request: %d, want 200 or 503", queued.Code)
+			}
+		}
+		switch {
+		case hold > 0 && shed < trials*4/5:
+			t.Errorf("after a hold of %v, the request queued behind it was turned away in %d of %d trials; want nearly all: it inherited the slot", hold, shed, trials)
+		case hold == 0 && shed > 0:
+			t.Errorf("after a short hold, the request queued behind it was turned away in %d of %d trials; want none: a free slot was refused", shed, trials)
+		}
 	}
 }
 

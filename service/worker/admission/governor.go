@@ -89,9 +89,9 @@ import (
 // The cost is one timer and a few atomic loads per wake-up, and a
 // stop-the-world of a few microseconds at each change. A request pays one
 // load (the length of Started's channel), and the first admitted after an
-// idle look sends the signal: a clock read and a CPU-time read. During a
-// quiet period a request also reads the monotonic clock when it takes its
-// slot and when it releases it.
+// idle look sends the signal: a clock read and a CPU-time read. The hold
+// that ends a quiet period is measured on the clock reads every admitted
+// request makes anyway (Limiter.release).
 type Governor struct {
 	Procs Procs
 	// Slots reports the admission slots' use (Limiter.Slots); required.
