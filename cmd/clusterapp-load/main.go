@@ -6,6 +6,7 @@
 //
 //	clusterapp-load -url http://127.0.0.1:8080/ -c 32 -d 30s
 //	clusterapp-load -url http://127.0.0.1:8080/ -rate 2000 -d 1m -json
+//	clusterapp-load -url 'http://127.0.0.1:8080/fib?n=30' -rate 2000 -d 5s -trace spike.txt
 //
 // It stops by itself at -n requests or after -d (never later than
 // loadgen.MaxDuration), and on SIGINT or SIGTERM; in every case it prints the
@@ -61,14 +62,33 @@ func exitCode(err error) int {
 // one JSON object with -json, a short summary otherwise. ctx ends the run
 // early; what was measured until then is still written.
 func run(ctx context.Context, args []string, stdout io.Writer) error {
-	opts, asJSON, err := parseFlags(args, stdout)
+	opts, out, err := parseFlags(args, stdout)
 	if err != nil {
 		return err
+	}
+	var trace *os.File
+	if out.trace != "" {
+		// Opened before the run, so a path that cannot be written fails
+		// at once rather than after the load.
+		opts.Trace = true
+		if trace, err = os.Create(out.trace); err != nil {
+			return &usageError{fmt.Sprintf("-trace: %v", err)}
+		}
+		defer trace.Close() // closed and checked below; this covers the early returns
 	}
 	res, err := loadgen.Run(ctx, opts)
 	if err != nil {
 		return optionUsageError(err)
 	}
+	if trace != nil {
+		if err := res.WriteTrace(trace); err != nil {
+			return fmt.Errorf("write trace %s: %w", out.trace, err)
+		}
+		if err := trace.Close(); err != nil {
+			return fmt.Errorf("write trace %s: %w", out.trace, err)
+		}
+	}
+	asJSON := out.json
 	if asJSON {
 		if err := json.NewEncoder(stdout).Encode(res); err != nil {
 			return fmt.Errorf("write result: %w", err)
@@ -101,7 +121,14 @@ func optionUsageError(err error) error {
 	return &usageError{fmt.Sprintf("%s: want %s, got %s", flagNames[optErr.Field], optErr.Want, optErr.Got)}
 }
 
-func parseFlags(args []string, stdout io.Writer) (opts loadgen.Options, asJSON bool, err error) {
+// outputs are what the command writes besides the load: the result as
+// JSON, and the per-request trace's path.
+type outputs struct {
+	json  bool
+	trace string
+}
+
+func parseFlags(args []string, stdout io.Writer) (opts loadgen.Options, out outputs, err error) {
 	opts = loadgen.Options{
 		Concurrency: loadgen.DefaultConcurrency,
 		Duration:    10 * time.Second,
@@ -119,20 +146,21 @@ func parseFlags(args []string, stdout io.Writer) (opts loadgen.Options, asJSON b
 	fs.Var(floatFlag{&opts.Rate}, "rate", "open-loop `rate` in requests per second across all connections; 0: as fast as possible")
 	fs.Var(durationFlag(&opts.Timeout, time.Millisecond), "timeout", "per-request timeout (a `duration`), up to the end of the body")
 	fs.StringVar(&opts.Header, "header", opts.Header, "response header `name` whose values are counted (which worker served)")
-	fs.BoolVar(&asJSON, "json", false, "print the result as one JSON object")
+	fs.BoolVar(&out.json, "json", false, "print the result as one JSON object")
+	fs.StringVar(&out.trace, "trace", "", "write every request to `file`, one line each: intended send time (Unix µs), how late the generator sent it and the latency (µs), status (0: failed)")
 
 	switch err := fs.Parse(args); {
 	case errors.Is(err, flag.ErrHelp):
 		fs.SetOutput(stdout)
 		fmt.Fprintln(stdout, "usage: clusterapp-load -url http://127.0.0.1:PORT/ [flags]")
 		fs.PrintDefaults()
-		return opts, false, err
+		return opts, out, err
 	case err != nil:
-		return opts, false, &usageError{err.Error()}
+		return opts, out, &usageError{err.Error()}
 	case fs.NArg() > 0:
-		return opts, false, &usageError{fmt.Sprintf("unexpected argument %q: give the target with -url", fs.Arg(0))}
+		return opts, out, &usageError{fmt.Sprintf("unexpected argument %q: give the target with -url", fs.Arg(0))}
 	}
-	return opts, asJSON, nil
+	return opts, out, nil
 }
 
 // The flag types below make a parse error say what is expected; the flag

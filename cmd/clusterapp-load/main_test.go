@@ -115,6 +115,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-n", "1"}, "-url"},
 		{[]string{"-url", target, "-bogus"}, "-bogus"},
 		{[]string{"-url", target, "extra"}, "-url"},
+		{[]string{"-url", target, "-n", "1", "-trace", "/nonexistent/dir/trace.txt"}, "-trace"},
 	}
 	for _, tt := range tests {
 		var out bytes.Buffer
@@ -128,6 +129,30 @@ func TestBadFlags(t *testing.T) {
 		}
 		if out.Len() != 0 {
 			t.Errorf("%q: wrote %q to stdout, want nothing", tt.args, out.String())
+		}
+	}
+}
+
+func TestTraceFile(t *testing.T) {
+	srv, _ := workerServer(t, 1)
+	path := t.TempDir() + "/trace.txt"
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"-url", srv.URL, "-n", "10", "-c", "2", "-d", "0", "-trace", path}, &out); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if len(lines) != 11 || !strings.HasPrefix(lines[0], "# due_unix_us") {
+		t.Fatalf("trace has %d lines, want a header and 10 requests:\n%s", len(lines), b)
+	}
+	for _, l := range lines[1:] {
+		var due, late, latency int64
+		var status int
+		if n, err := fmt.Sscanf(l, "%d %d %d %d", &due, &late, &latency, &status); n != 4 || err != nil || status != 200 || latency < late || due < time.Now().Add(-time.Hour).UnixMicro() {
+			t.Errorf("trace line %q: want due (Unix µs, this hour), late, latency >= late, status 200", l)
 		}
 	}
 }

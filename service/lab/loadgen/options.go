@@ -56,6 +56,9 @@ type Options struct {
 	// Result.ByHeader, to see which worker served each request. Default
 	// X-Worker.
 	Header string
+	// Trace keeps one Record per request in Result.Trace, about 48 bytes
+	// each, to see which requests made a tail and when.
+	Trace bool
 }
 
 // OptionError says which option is invalid and what is expected instead.

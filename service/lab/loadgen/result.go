@@ -1,10 +1,12 @@
 package loadgen
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"sort"
 	"time"
@@ -58,6 +60,9 @@ type Result struct {
 	ByHeader map[string]int `json:"by_header"`
 	// HeaderMissing counts 2xx responses without the Header header.
 	HeaderMissing int `json:"header_missing"`
+	// Trace holds every request of the run in order of Due, with
+	// Options.Trace; nil otherwise. Not in the JSON (WriteTrace).
+	Trace []Record `json:"-"`
 }
 
 // Latency summarises response times in nanoseconds. In a closed loop a
@@ -169,4 +174,16 @@ func excerpt(out []byte) string {
 		return fmt.Sprintf("%q (%d bytes more)", out[:excerptMax], len(out)-excerptMax)
 	}
 	return fmt.Sprintf("%q", out)
+}
+
+// WriteTrace writes Trace as text, one request per line after a header:
+// Due in Unix microseconds, then Late and Latency in microseconds, then the
+// status (0: the request failed).
+func (r *Result) WriteTrace(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintln(bw, "# due_unix_us late_us latency_us status")
+	for _, rec := range r.Trace {
+		fmt.Fprintf(bw, "%d %d %d %d\n", rec.Due.UnixMicro(), rec.Late.Microseconds(), rec.Latency.Microseconds(), rec.Status)
+	}
+	return bw.Flush()
 }

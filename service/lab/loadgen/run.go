@@ -110,12 +110,19 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 // do sends one request, reads its body to the end and records the outcome.
 func (r *runner) do(ctx context.Context, c *client, sentAt time.Time, s *stats) {
 	s.requests++
+	late := time.Since(sentAt)
 	resp, err := c.do(ctx)
+	latency := time.Since(sentAt)
+	status := 0
 	if err != nil {
 		s.recordError(err, ctx.Err() != nil)
-		return
+	} else {
+		status = resp.StatusCode
+		s.recordResponse(resp, r.opts.Header, latency)
 	}
-	s.recordResponse(resp, r.opts.Header, time.Since(sentAt))
+	if r.opts.Trace {
+		s.trace = append(s.trace, Record{Due: sentAt, Late: late, Latency: latency, Status: status})
+	}
 }
 
 func (r *runner) result(ctx context.Context, all []*stats) *Result {

@@ -219,6 +219,38 @@ func TestRunOpenLoopCountsQueueingDelay(t *testing.T) {
 	}
 }
 
+func TestRunTraceRecordsEveryRequest(t *testing.T) {
+	var handled atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if handled.Add(1)%2 == 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	// One connection at 100 requests a second: the requests are due 10 ms
+	// apart exactly, whenever the generator gets to send them.
+	res := run(t, Options{URL: srv.URL, Concurrency: 1, Requests: 6, Rate: 100, KeepAlive: true, Trace: true})
+	if len(res.Trace) != res.Requests || res.Requests != 6 {
+		t.Fatalf("%d records for %d requests, want one per request (6)", len(res.Trace), res.Requests)
+	}
+	statuses := map[int]int{}
+	for i, rec := range res.Trace {
+		statuses[rec.Status]++
+		if due := rec.Due.Sub(res.Trace[0].Due); due != time.Duration(i)*10*time.Millisecond {
+			t.Errorf("request %d due %v after the first, want %v: not its intended send time", i, due, time.Duration(i)*10*time.Millisecond)
+		}
+		if rec.Late < 0 || rec.Latency < rec.Late {
+			t.Errorf("request %d: late %v, latency %v; want 0 <= late <= latency (latency counts from the due time)", i, rec.Late, rec.Latency)
+		}
+	}
+	if statuses[200] != res.StatusCodes[200] || statuses[503] != res.StatusCodes[503] || statuses[503] != 3 {
+		t.Errorf("trace statuses %v, result %v; want the same counts, 3 of each", statuses, res.StatusCodes)
+	}
+	if res := run(t, Options{URL: srv.URL, Requests: 2, KeepAlive: true}); res.Trace != nil {
+		t.Errorf("untraced run kept %d records", len(res.Trace))
+	}
+}
+
 func TestRunDurationStops(t *testing.T) {
 	srv := newWorkerServer(t, 1)
 	start := time.Now()

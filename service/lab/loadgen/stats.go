@@ -22,6 +22,7 @@ type stats struct {
 	errorSamples  []string
 	latency       histogram
 	non2xxLatency histogram
+	trace         []Record // with Options.Trace
 }
 
 func newStats() *stats {
@@ -59,6 +60,21 @@ func addSample(samples []string, msg string) []string {
 	return append(samples, msg)
 }
 
+// Record is one request of a traced run (Options.Trace).
+type Record struct {
+	// Due is the time the request's latency counts from: its intended send
+	// time in an open loop, when the goroutine was ready to send in a
+	// closed one.
+	Due time.Time
+	// Late is how long after Due the generator began to send it: the
+	// generator's own delay, included in Latency.
+	Late time.Duration
+	// Latency is from Due to the end of the body, or to the error.
+	Latency time.Duration
+	// Status is the response's status code; 0 when the request failed.
+	Status int
+}
+
 // merge adds the stats of every goroutine into r.
 func (r *Result) merge(all []*stats) {
 	var latency, non2xxLatency histogram
@@ -84,9 +100,11 @@ func (r *Result) merge(all []*stats) {
 		for _, msg := range s.errorSamples {
 			r.ErrorSamples = addSample(r.ErrorSamples, msg)
 		}
+		r.Trace = append(r.Trace, s.trace...)
 		latency.merge(&s.latency)
 		non2xxLatency.merge(&s.non2xxLatency)
 	}
+	slices.SortFunc(r.Trace, func(a, b Record) int { return a.Due.Compare(b.Due) })
 	r.Latency = latencyOf(&latency)
 	r.Non2xxLatency = latencyOf(&non2xxLatency)
 }
