@@ -88,8 +88,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			return fmt.Errorf("write trace %s: %w", out.trace, err)
 		}
 	}
-	asJSON := out.json
-	if asJSON {
+	if out.json {
 		if err := json.NewEncoder(stdout).Encode(res); err != nil {
 			return fmt.Errorf("write result: %w", err)
 		}
