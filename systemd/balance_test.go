@@ -1,11 +1,14 @@
 package systemd_test
 
 import (
+	"fmt"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/lab/loadgen"
 	"github.com/clusterapp/clusterapp/service/lab/sandbox"
 )
 
@@ -30,6 +33,59 @@ func TestBalanceLeavesNoWorkerIdle(t *testing.T) {
 		if res.ByHeader[strconv.Itoa(i)] == 0 {
 			t.Fatalf("worker %d served nothing: %v", i, res.ByHeader)
 		}
+	}
+}
+
+// Workers past one per CPU step back while clients open a connection per
+// request, and come back when they are needed: one-request connections go
+// to the primaries (workers 1 to the CPU count) once those have seen them;
+// keep-alive clients are spread over every worker by the gate; and with a
+// primary frozen the surplus workers take its connections, with no error.
+func TestSurplusWorkersStepBackForOneRequestConnections(t *testing.T) {
+	cpus := runtime.NumCPU()
+	n := cpus + 2
+	b := sandbox.New(t, sandbox.Options{Env: fmt.Sprintf("CLUSTERAPP_WORKERS=%d\nCLUSTERAPP_KEEPALIVE_REQUESTS=100\nCLUSTERAPP_WATCHDOG_SEC=30s\n", n)})
+	b.Start(n)
+	names := make([]string, n)
+	for i := range names {
+		names[i] = strconv.Itoa(i + 1)
+	}
+	surplus := func(res *loadgen.Result) int {
+		got := 0
+		for i := cpus + 1; i <= n; i++ {
+			got += res.ByHeader[strconv.Itoa(i)]
+		}
+		return got
+	}
+	b.Load("/", "-c", "8", "-n", "2000", "-keepalive=false") // the primaries see one-request connections
+	res := b.Load("/", "-c", "8", "-d", "3s", "-keepalive=false")
+	t.Logf("one-request connections, %d CPUs: by worker %v", cpus, res.ByHeader)
+	if res.Errors() != 0 || res.OK == 0 {
+		t.Fatalf("errors %v, ok %d", res.ErrorSamples, res.OK)
+	}
+	if got := surplus(res); got*50 > res.OK {
+		t.Fatalf("workers %d..%d served %d of %d one-request connections (over 2%%): they did not step back: %v", cpus+1, n, got, res.OK, res.ByHeader)
+	}
+
+	res = b.Load("/fib?n=20", "-c", "64", "-d", "3s")
+	t.Logf("keep-alive: by worker %v", res.ByHeader)
+	for _, w := range names {
+		if res.Errors() != 0 || res.ByHeader[w] == 0 {
+			t.Fatalf("keep-alive clients: worker %s served nothing (by worker %v, errors %v): the surplus workers stayed back", w, res.ByHeader, res.ErrorSamples)
+		}
+	}
+
+	b.Load("/", "-c", "8", "-n", "2000", "-keepalive=false")
+	pid := b.MainPID(config.WorkerUnit(1))
+	b.Must("kill", "-STOP", strconv.Itoa(pid))
+	defer b.Run("kill", "-CONT", strconv.Itoa(pid))
+	res = b.Load("/", "-c", "8", "-d", "3s", "-keepalive=false", "-timeout", "5s")
+	t.Logf("worker 1 frozen: by worker %v", res.ByHeader)
+	if res.Errors() != 0 || res.ByHeader["1"] != 0 || res.OK == 0 {
+		t.Fatalf("worker 1 frozen: ok %d by worker %v, errors %v", res.OK, res.ByHeader, res.ErrorSamples)
+	}
+	if surplus(res) == 0 {
+		t.Fatalf("worker 1 frozen: the surplus workers served nothing (%v): they stay back while a primary is gone", res.ByHeader)
 	}
 }
 

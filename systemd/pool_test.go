@@ -83,7 +83,10 @@ func TestPoolSizeFromEnvFile(t *testing.T) {
 	if got := b.ActiveWorkers(); len(got) != 3 {
 		t.Fatalf("active workers %v, want 3", got)
 	}
-	res := b.Load("/", "-c", "8", "-n", "3000", "-d", "60s", "-keepalive=false")
+	// Keep-alive clients, which the balance gate spreads over every worker
+	// (one-request connections go to the first CPU-count workers while
+	// they keep up: TestSurplusWorkersStepBackForOneRequestConnections).
+	res := b.Load("/", "-c", "8", "-n", "3000", "-d", "60s")
 	if res.Errors() != 0 || len(res.ByHeader) != 3 {
 		t.Fatalf("load: errors %v, by worker %v (want 3 workers serving)", res.ErrorSamples, res.ByHeader)
 	}

@@ -63,7 +63,7 @@ type Config struct {
 	CacheBytes   Size          `envconfig:"CACHE_BYTES" default:"16MiB" desc:"result cache: most bytes of keys and values kept"`
 	CacheMaxAge  time.Duration `envconfig:"CACHE_MAX_AGE" default:"1m" desc:"result cache: max-age sent in Cache-Control, so a front cache may store cached routes"`
 
-	Balance           bool          `envconfig:"BALANCE" default:"true" desc:"spread connections evenly: a worker holding more connections than the least-loaded live worker leaves the next accept to it (least-connections, no master)"`
+	Balance           bool          `envconfig:"BALANCE" default:"true" desc:"spread connections evenly: a worker holding more connections than the least-loaded live worker leaves the next accept to it (least-connections, no master); while clients open a connection per request, workers past one per CPU leave new connections to the first ones as long as those keep up"`
 	BalanceMaxDefer   time.Duration `envconfig:"BALANCE_MAX_DEFER" default:"20ms" desc:"longest a worker puts off one accept while balancing; bounds the delay when the shared table is stale"`
 	KeepAliveRequests int           `envconfig:"KEEPALIVE_REQUESTS" default:"1000" desc:"close a keep-alive connection after this many requests so clients are redistributed over the workers (nginx's keepalive_requests); 0 = unlimited"`
 	KeepAliveTime     time.Duration `envconfig:"KEEPALIVE_TIME" default:"30s" desc:"close a keep-alive connection at its first response after it has been open this long, so a restarted worker gets its clients back even on slow routes (nginx's keepalive_time); 0 = no limit"`

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"runtime"
 	"strconv"
 
 	"github.com/clusterapp/clusterapp/service/config"
@@ -8,7 +9,7 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// newBalancer opens the shared balance table (balance.v2.1024.table in the
+// newBalancer opens the shared balance table (balance.v3.1024.table in the
 // units' common RuntimeDirectory) when balancing can work: it is on, the
 // workers share a runtime directory, and the worker's name is a number. Otherwise it returns nil (accept as the kernel decides)
 // and says why. It never returns an error: balancing is an optimisation, and
@@ -31,7 +32,9 @@ func newBalancer(cfg config.Config, env env, name string, log *logrus.Entry) *ba
 		log.Warnf("balancing off: the worker's name must be a number from 1 to %d", balance.Slots)
 		return nil
 	}
-	b, _, err := balance.Open(dir, balance.Options{Self: n - 1, MaxDefer: cfg.BalanceMaxDefer}, log)
+	// One primary per CPU: workers past them step back under
+	// new-connection load while the primaries keep up (package balance).
+	b, _, err := balance.Open(dir, balance.Options{Self: n - 1, MaxDefer: cfg.BalanceMaxDefer, Primaries: runtime.NumCPU()}, log)
 	if err != nil {
 		log.WithError(err).Warn("balancing off until this worker restarts: the shared balance table cannot be opened; the kernel spreads connections")
 		return nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/clusterapp/clusterapp/service/config"
 	"github.com/clusterapp/clusterapp/service/worker/admission"
+	"github.com/clusterapp/clusterapp/service/worker/balance"
 	"github.com/clusterapp/clusterapp/service/worker/cache"
 	"github.com/clusterapp/clusterapp/service/worker/internal/shm"
 	"github.com/clusterapp/clusterapp/service/worker/logging"
@@ -88,10 +89,14 @@ func (p protection) govern(ctx context.Context, lim *admission.Limiter, log *log
 
 // apply sets the protection fields of o, observed by m, and returns the
 // tools it builds for the routes (the cache).
-func (p protection) apply(o *StackOptions, m *metrics.Metrics) Tools {
+func (p protection) apply(o *StackOptions, m *metrics.Metrics, bal *balance.Balancer) Tools {
+	var obs admission.Observer = m
+	if bal != nil {
+		obs = admissionObservers{m, bal} // the balancer publishes slot pressure to the pool
+	}
 	o.Admission = admission.New(admission.Options{
 		MaxInFlight: p.maxInFlight, Wait: p.cfg.AdmissionWait, RetryAfter: time.Second,
-		Exempt: Unprotected, Observer: m,
+		Exempt: Unprotected, Observer: obs,
 	})
 	o.StuckAfter = stuckAfter(p.cfg)
 	if p.limiter != nil {
@@ -171,4 +176,19 @@ func stuckAfter(cfg config.Config) time.Duration {
 		return 0
 	}
 	return max(cfg.WriteTimeout, cfg.RequestTimeout) + stuckGrace
+}
+
+// admissionObservers tells each of its observers.
+type admissionObservers []admission.Observer
+
+func (o admissionObservers) Admitted(waited time.Duration) {
+	for _, x := range o {
+		x.Admitted(waited)
+	}
+}
+
+func (o admissionObservers) Shed() {
+	for _, x := range o {
+		x.Shed()
+	}
 }

@@ -294,7 +294,7 @@ func newWorker(cfg config.Config, env env, opts Options, log *logrus.Entry, prot
 			select {} // Run returns and the program exits; this request is never answered
 		},
 	}
-	tools := prot.apply(&so, m)
+	tools := prot.apply(&so, m, bal)
 	tools.Name, tools.Config, tools.Log = opts.Name, cfg, log
 	so.Routes = opts.Routes(tools)
 	w.admission = so.Admission

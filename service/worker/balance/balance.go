@@ -39,6 +39,25 @@
 // keepalive_requests), and clients reconnect to wherever the balance sends
 // them.
 //
+// Workers past one per CPU step back under new-connection load. In a pool
+// with more workers than CPUs, most of them are idle at any moment, and a
+// new connection wakes one of them (package exclusive): a process woken
+// for each request, where a pool of one worker per CPU serves the same load
+// with its workers busy, taking connections as they look for work, without
+// being woken (docs/benchmarks.md, "Workers past one per CPU step back").
+// So a surplus worker (instance number above the CPU count, Primaries)
+// takes its wait out of the socket (exclusive.Pause) while every primary
+// worker is live, its clients open a connection per request, none of its
+// requests waited for an admission slot or was turned away lately, and the
+// accept queue is empty. It looks every StepPoll and comes back at once
+// when any of that changes, when connections wait in the queue while no
+// primary accepted one since the last look (a primary frozen, or all of
+// them behind), or when the primaries accepted nothing for IdleAfter (the
+// load is gone: a worker at rest in its poller costs nothing, a looking one
+// does). Keep-alive loads are left alone: there the gate above balances the
+// connections over every worker, and a pool of long connections is not
+// woken per request.
+//
 // Balancing is an optimisation: when the table cannot be opened (the runtime
 // directory missing, read-only or full), Open fails and the worker accepts
 // as the kernel decides, which costs evenness, never a connection.
@@ -57,16 +76,34 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// layoutVersion is the meaning of the words (version 1 was the same words
-// under version 1's header, in balance.table).
-const layoutVersion = 2
+// layoutVersion is the meaning of the words (version 1 was version 2's
+// words under version 1's header, in balance.table; version 2 had the
+// heartbeat and the connections only).
+const layoutVersion = 3
 
 // Slots is the largest number of workers (1..Slots) balanced: config.MaxWorkers.
 const Slots = config.MaxWorkers
 
-// wordsPerSlot: heartbeat (ns on CLOCK_MONOTONIC, see shm.Clock; 0 = not
-// serving), open connections.
-const wordsPerSlot = 2
+// The words of a slot: heartbeat (ns on CLOCK_MONOTONIC, see shm.Clock; 0 =
+// not serving), open connections, connections accepted, flags (flagNew,
+// flagBack), and when a request last waited for an admission slot or was
+// turned away (ns on the heartbeat's clock; 0 = never).
+const (
+	wordBeat = iota
+	wordConns
+	wordAccepted
+	wordFlags
+	wordPressure
+	wordsPerSlot
+)
+
+const (
+	// flagNew: the worker's clients open a connection per request (its
+	// gate is off).
+	flagNew = 1 << iota
+	// flagBack: the worker has stepped back and accepts nothing.
+	flagBack
+)
 
 // Options configure a Balancer.
 type Options struct {
@@ -80,6 +117,28 @@ type Options struct {
 	Heartbeat time.Duration
 	// StaleAfter ignores a worker whose heartbeat is older. Default 500ms.
 	StaleAfter time.Duration
+	// Primaries is how many workers (slots 0..Primaries-1) keep taking new
+	// connections under new-connection load; the others step back while
+	// those keep up. The worker sets it to its CPU count; 0 (or Slots):
+	// no worker steps back.
+	Primaries int
+	// StepPoll is the pause between looks while stepped back. Default 10ms.
+	StepPoll time.Duration
+	// PressureWait is the wait for an admission slot that counts as
+	// pressure. Shorter waits come with any busy worker on shared CPUs: a
+	// request queued on the P behind others, and the kernel switching the
+	// worker out for its ticks of a few ms, meets the slot held. With 1 ms,
+	// 8 workers on 2 CPUs under new connections to `/` found a primary
+	// under pressure at almost every look, and the surplus ones kept taking
+	// connections; with 10 ms, at none (docs/benchmarks.md). Default 10ms.
+	PressureWait time.Duration
+	// PressureFor is how long a request that waited PressureWait for a
+	// slot, or was turned away, on a primary keeps the others from
+	// stepping back. Default 1s.
+	PressureFor time.Duration
+	// IdleAfter ends a step back when the primaries accepted nothing for
+	// this long. Default 50ms.
+	IdleAfter time.Duration
 	// Clock stamps heartbeats; default shm.MonotonicClock, on which a
 	// wall-clock step can neither revive a dead worker nor bury a live one.
 	// It is not Now: heartbeats are compared with other processes' clocks.
@@ -104,7 +163,7 @@ const (
 	reuseWeight = 16 // each event moves the average 1/16 of the way
 )
 
-// Layout is the shared table's layout; its FileName is balance.v2.1024.table.
+// Layout is the shared table's layout; its FileName is balance.v3.1024.table.
 var Layout = shm.Layout{Kind: "balance", Version: layoutVersion, Size: Slots, Words: Slots * wordsPerSlot}
 
 // Open maps the shared table in dir (the workers' common runtime directory),
@@ -137,6 +196,18 @@ func New(r *shm.Region, opts Options) *Balancer {
 	if opts.StaleAfter == 0 {
 		opts.StaleAfter = 500 * time.Millisecond
 	}
+	if opts.StepPoll == 0 {
+		opts.StepPoll = 10 * time.Millisecond
+	}
+	if opts.PressureWait == 0 {
+		opts.PressureWait = 10 * time.Millisecond
+	}
+	if opts.PressureFor == 0 {
+		opts.PressureFor = time.Second
+	}
+	if opts.IdleAfter == 0 {
+		opts.IdleAfter = 50 * time.Millisecond
+	}
 	if opts.Clock == nil {
 		opts.Clock, _ = shm.MonotonicClock() // on error it counts from now: heartbeats then go stale on others, never fresh
 	}
@@ -145,7 +216,9 @@ func New(r *shm.Region, opts Options) *Balancer {
 	}
 	b := &Balancer{opts: opts, region: r, words: r.Words()}
 	b.reuse.Store(reuseOne)
-	atomic.StoreUint64(b.slot(opts.Self, 1), 0)
+	for w := wordConns; w < wordsPerSlot; w++ { // a previous process's
+		atomic.StoreUint64(b.slot(opts.Self, w), 0)
+	}
 	return b
 }
 
@@ -155,19 +228,51 @@ func (b *Balancer) slot(i, word int) *uint64 { return &b.words[i*wordsPerSlot+wo
 // in the shared word itself: a private count stored after each change could
 // publish a stale value when two connections changed at once (the later
 // store carrying the earlier count) until the next change.
-func (b *Balancer) ConnOpened() { atomic.AddUint64(b.slot(b.opts.Self, 1), 1) }
+func (b *Balancer) ConnOpened() { atomic.AddUint64(b.slot(b.opts.Self, wordConns), 1) }
 
 // ConnClosed counts a closed connection.
-func (b *Balancer) ConnClosed() { atomic.AddUint64(b.slot(b.opts.Self, 1), ^uint64(0)) }
+func (b *Balancer) ConnClosed() { atomic.AddUint64(b.slot(b.opts.Self, wordConns), ^uint64(0)) }
 
 // Beat marks this worker alive now.
 func (b *Balancer) Beat() {
-	atomic.StoreUint64(b.slot(b.opts.Self, 0), uint64(b.opts.Clock()))
+	atomic.StoreUint64(b.slot(b.opts.Self, wordBeat), uint64(b.opts.Clock()))
 }
 
 // Leave marks this worker as not accepting (draining or exiting), so the
 // others stop deferring to it at once.
-func (b *Balancer) Leave() { atomic.StoreUint64(b.slot(b.opts.Self, 0), 0) }
+func (b *Balancer) Leave() { atomic.StoreUint64(b.slot(b.opts.Self, wordBeat), 0) }
+
+// Admitted and Shed tell the other workers that this one's requests wait
+// for admission slots (PressureWait or longer) or are turned away
+// (admission.Observer, through the worker): surplus workers do not step
+// back while a primary is short of slots, even when its CPU is not
+// (requests waiting on I/O).
+func (b *Balancer) Admitted(waited time.Duration) {
+	if waited >= b.opts.PressureWait {
+		b.pressed()
+	}
+}
+
+// Shed is Admitted's counterpart for a request turned away.
+func (b *Balancer) Shed() { b.pressed() }
+
+func (b *Balancer) pressed() {
+	atomic.StoreUint64(b.slot(b.opts.Self, wordPressure), uint64(b.opts.Clock()))
+}
+
+// setFlag sets or clears f in this worker's flags; only this worker writes
+// them, so a load and a store suffice.
+func (b *Balancer) setFlag(f uint64, on bool) {
+	p := b.slot(b.opts.Self, wordFlags)
+	old := atomic.LoadUint64(p)
+	v := old &^ f
+	if on {
+		v |= f
+	}
+	if v != old {
+		atomic.StoreUint64(p, v)
+	}
+}
 
 // Run beats until ctx ends, then leaves.
 func (b *Balancer) Run(ctx context.Context) {
@@ -193,6 +298,7 @@ func (b *Balancer) ConnReused(reused bool) {
 	}
 	e := b.reuse.Load()
 	b.reuse.Store(e + (x-e)/reuseWeight)
+	b.setFlag(flagNew, !b.Gating())
 }
 
 // Gating reports whether clients reuse connections enough for the accept
@@ -205,22 +311,54 @@ func (b *Balancer) ShouldDefer() bool {
 	if !b.Gating() {
 		return false
 	}
-	mine := int64(atomic.LoadUint64(b.slot(b.opts.Self, 1)))
+	mine := int64(atomic.LoadUint64(b.slot(b.opts.Self, wordConns)))
 	now := int64(b.opts.Clock())
-	stale := b.opts.StaleAfter.Nanoseconds()
 	for i := range Slots {
-		if i == b.opts.Self {
+		if i == b.opts.Self || !b.live(i, now) || atomic.LoadUint64(b.slot(i, wordFlags))&flagBack != 0 {
 			continue
 		}
-		beat := int64(atomic.LoadUint64(b.slot(i, 0)))
-		if beat == 0 || now-beat > stale {
-			continue
-		}
-		if int64(atomic.LoadUint64(b.slot(i, 1))) < mine {
+		if int64(atomic.LoadUint64(b.slot(i, wordConns))) < mine {
 			return true
 		}
 	}
 	return false
+}
+
+// live reports whether worker i's heartbeat is fresh at now.
+func (b *Balancer) live(i int, now int64) bool {
+	beat := int64(atomic.LoadUint64(b.slot(i, wordBeat)))
+	return beat != 0 && now-beat <= b.opts.StaleAfter.Nanoseconds()
+}
+
+// Surplus reports whether this worker is past the primaries: one that steps
+// back under new-connection load while they keep up.
+func (b *Balancer) Surplus() bool {
+	return b.opts.Primaries > 0 && b.opts.Primaries < Slots && b.opts.Self >= b.opts.Primaries
+}
+
+// PrimariesCalm reports whether every primary worker is live, serves
+// clients that open a connection per request, and had no request wait for
+// an admission slot or turned away within PressureFor.
+func (b *Balancer) PrimariesCalm() bool {
+	now := int64(b.opts.Clock())
+	for i := range b.opts.Primaries {
+		if !b.live(i, now) || atomic.LoadUint64(b.slot(i, wordFlags))&flagNew == 0 {
+			return false
+		}
+		if p := int64(atomic.LoadUint64(b.slot(i, wordPressure))); p != 0 && now-p < b.opts.PressureFor.Nanoseconds() {
+			return false
+		}
+	}
+	return true
+}
+
+// primaryAccepts is the connections the primaries accepted so far.
+func (b *Balancer) primaryAccepts() uint64 {
+	var n uint64
+	for i := range b.opts.Primaries {
+		n += atomic.LoadUint64(b.slot(i, wordAccepted))
+	}
+	return n
 }
 
 // Observer learns how long accepts were put off (the metrics package
@@ -242,7 +380,7 @@ type listener struct {
 }
 
 func (l *listener) Accept() (net.Conn, error) {
-	if l.b.ShouldDefer() {
+	if stepped := l.b.Surplus() && l.stepBack(); !stepped && l.b.ShouldDefer() {
 		_ = exclusive.Pause(l.Listener) // leave the wait to the worker deferred to; a failure costs a wake-up
 		now := l.b.opts.Now
 		start := now()
@@ -258,5 +396,50 @@ func (l *listener) Accept() (net.Conn, error) {
 			l.obs.AcceptDeferred(now().Sub(start))
 		}
 	}
-	return l.Listener.Accept()
+	c, err := l.Listener.Accept()
+	if err == nil {
+		atomic.AddUint64(l.b.slot(l.b.opts.Self, wordAccepted), 1)
+	}
+	return c, err
+}
+
+// stepBack keeps this surplus worker out of the socket's wait while the
+// primaries keep up with a new-connection load (the package comment says
+// when), and reports whether it stepped back at all. The Observer is not
+// told: its histogram times the gate's deferrals, of milliseconds, and a
+// step back lasts as long as the load. A surplus worker's accepted
+// connections (clusterapp_http_connections_accepted_total) stay flat
+// instead.
+func (l *listener) stepBack() bool {
+	b := l.b
+	if !b.PrimariesCalm() {
+		return false
+	}
+	if _, ok := exclusive.Queued(l.Listener); !ok {
+		return false // nothing would tell this worker that connections wait
+	}
+	if exclusive.Pause(l.Listener) != nil {
+		return false
+	}
+	b.setFlag(flagBack, true)
+	now := b.opts.Now
+	last, progressed := b.primaryAccepts(), now()
+	for {
+		time.Sleep(b.opts.StepPoll)
+		at := now()
+		acc := b.primaryAccepts()
+		moved := acc != last
+		if moved {
+			last, progressed = acc, at
+		}
+		// A closed listener (the worker drains) has no queue to read: the
+		// step back ends at the next look.
+		n, ok := exclusive.Queued(l.Listener)
+		if !ok || !b.PrimariesCalm() || at.Sub(progressed) >= b.opts.IdleAfter || (n > 0 && !moved) {
+			break
+		}
+	}
+	b.setFlag(flagBack, false)
+	_ = exclusive.Resume(l.Listener) // or Accept fails, if it cannot
+	return true
 }

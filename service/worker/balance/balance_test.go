@@ -1,6 +1,7 @@
 package balance
 
 import (
+	"context"
 	"io"
 	"net"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
+	"github.com/clusterapp/clusterapp/service/worker/exclusive"
 	"github.com/clusterapp/clusterapp/service/worker/internal/shm"
 )
 
@@ -299,5 +301,247 @@ func TestPublishedCountIsExactUnderConcurrency(t *testing.T) {
 	}
 	if !w[0].ShouldDefer() || w[1].ShouldDefer() {
 		t.Fatal("the loaded worker must defer to the idle one, and only it")
+	}
+}
+
+// stepPool is a primary (slot 0) and a surplus worker (slot 1) of a pool
+// with one primary per CPU on a machine of one CPU, over one table, with
+// the primary's clients opening a connection per request; and a real
+// listener whose wait is exclusive (so the surplus worker can read the
+// accept queue and pause). Both beat until the test ends; stopPrimary ends
+// the primary's beating and leaves, as a draining worker does.
+func stepPool(t *testing.T) (primary, surplus *Balancer, l net.Listener, stopPrimary func()) {
+	t.Helper()
+	r := shm.Local(Slots * wordsPerSlot)
+	opts := func(self int) Options {
+		return Options{Self: self, Primaries: 1, StepPoll: 10 * time.Millisecond, IdleAfter: time.Hour}
+	}
+	primary, surplus = New(r, opts(0)), New(r, opts(1))
+	beat := func(b *Balancer) func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		b.Beat()
+		go func() { defer close(done); b.Run(ctx) }()
+		return func() { cancel(); <-done }
+	}
+	stopPrimary, stopSurplus := beat(primary), beat(surplus)
+	t.Cleanup(func() { stopPrimary(); stopSurplus() })
+	for range 64 {
+		primary.ConnReused(false)
+	}
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := exclusive.Register(raw)
+	if err != nil {
+		raw.Close()
+		t.Skipf("no exclusive wait here: %v", err)
+	}
+	t.Cleanup(func() { x.Close() })
+	return primary, surplus, x, stopPrimary
+}
+
+// acceptAsync accepts on b's gated view of l and sends the outcome.
+func acceptAsync(b *Balancer, l net.Listener, obs Observer) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		c, err := b.Listener(l, obs).Accept()
+		if err == nil {
+			c.Close()
+		}
+		done <- err
+	}()
+	return done
+}
+
+// accepting stands in for a primary that keeps accepting: its count of
+// accepted connections moves many times a StepPoll until stop is closed.
+func accepting(b *Balancer, stop <-chan struct{}) {
+	t := time.NewTicker(100 * time.Microsecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			atomic.AddUint64(b.slot(b.opts.Self, wordAccepted), 1)
+		}
+	}
+}
+
+// Under new-connection load a surplus worker leaves the connection waiting
+// in the queue to the primaries while they accept; once they stop
+// accepting with a connection waiting (a primary frozen, or behind), it
+// comes back and takes it.
+func TestSurplusWorkerStepsBackWhileThePrimariesAccept(t *testing.T) {
+	primary, surplus, l, _ := stepPool(t)
+	stop := make(chan struct{})
+	go accepting(primary, stop)
+	deferred := &deferrals{}
+	done := acceptAsync(surplus, l, deferred)
+	go dialAndHold(l)
+	stepped := backs(surplus)
+	select {
+	case err := <-done:
+		close(stop)
+		t.Fatalf("the surplus worker accepted (%v) while the primary kept accepting", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if atomic.LoadUint64(surplus.slot(1, wordFlags))&flagBack == 0 {
+		t.Error("a stepped-back worker does not say so in the table: the others would defer to it")
+	}
+	close(stop)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a connection waited in the queue with no primary accepting, and the surplus worker stayed back")
+	}
+	if n := <-stepped; n != 1 {
+		t.Fatalf("stepped back %d times, want once", n)
+	}
+	if deferred.n != 0 {
+		t.Fatalf("a step back was reported as %d deferred accepts (a histogram of milliseconds)", deferred.n)
+	}
+}
+
+// backs counts b's step backs (its flagBack raised, then cleared) until one
+// ends with the flag clear for 100ms; -1 when b is still stepped back 10s
+// on.
+func backs(b *Balancer) <-chan int {
+	out := make(chan int, 1)
+	go func() {
+		n, back, clear := 0, false, time.Time{}
+		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Microsecond) {
+			now := atomic.LoadUint64(b.slot(b.opts.Self, wordFlags))&flagBack != 0
+			switch {
+			case now && !back:
+				n++
+			case !now && back:
+				clear = time.Now()
+			case !now && n > 0 && time.Since(clear) > 100*time.Millisecond:
+				out <- n
+				return
+			}
+			back = now
+		}
+		if back {
+			n = -1
+		}
+		out <- n
+	}()
+	return out
+}
+
+// A surplus worker does not step back, and comes back at once, when a
+// primary is dead or draining, its clients reuse connections (the gate
+// balances those over every worker), or its requests wait for admission
+// slots or are turned away (short of slots, whatever its CPU).
+func TestSurplusWorkerServesWhenAPrimaryCannot(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		state func(p *Balancer, stopPrimary func())
+	}{
+		{"draining", func(_ *Balancer, stopPrimary func()) { stopPrimary() }},
+		{"keep-alive clients", func(p *Balancer, _ func()) {
+			for range 64 {
+				p.ConnReused(true)
+			}
+		}},
+		{"requests turned away", func(p *Balancer, _ func()) { p.Shed() }},
+		{"requests waiting for a slot", func(p *Balancer, _ func()) { p.Admitted(10 * time.Millisecond) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, when := range []string{"before", "during"} {
+				primary, surplus, l, stopPrimary := stepPool(t)
+				stop := make(chan struct{})
+				go accepting(primary, stop)
+				if when == "before" {
+					tc.state(primary, stopPrimary)
+				}
+				done := acceptAsync(surplus, l, nil)
+				go dialAndHold(l)
+				if when == "during" {
+					time.Sleep(50 * time.Millisecond)
+					tc.state(primary, stopPrimary)
+				}
+				select {
+				case err := <-done:
+					if err != nil {
+						t.Fatal(err)
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatalf("%s: the surplus worker stayed back", when)
+				}
+				close(stop)
+			}
+		})
+	}
+	// A wait shorter than PressureWait comes with any busy worker on
+	// shared CPUs, not pressure.
+	primary, surplus, l, _ := stepPool(t)
+	stop := make(chan struct{})
+	defer close(stop)
+	go accepting(primary, stop)
+	primary.Admitted(9 * time.Millisecond)
+	done := acceptAsync(surplus, l, nil)
+	go dialAndHold(l)
+	select {
+	case err := <-done:
+		t.Fatalf("the surplus worker accepted (%v) after a wait of 9ms on the primary", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// A stepped-back worker is not one to defer to: it takes no connection.
+func TestNoWorkerDefersToAStepBack(t *testing.T) {
+	w := pool(2, &clock{1000 * time.Second})
+	w[0].ConnOpened()
+	if !w[0].ShouldDefer() {
+		t.Fatal("not deferring to the idle worker")
+	}
+	w[1].setFlag(flagBack, true)
+	if w[0].ShouldDefer() {
+		t.Fatal("deferring to a worker that stepped back")
+	}
+}
+
+// When the primaries accept nothing for IdleAfter the load is gone: the
+// surplus worker ends its step back and waits in its poller again, where
+// waiting costs nothing, instead of looking every StepPoll.
+func TestStepBackEndsWhenTheLoadDoes(t *testing.T) {
+	_, surplus, l, _ := stepPool(t)
+	surplus.opts.IdleAfter = 20 * time.Millisecond
+	stepped := backs(surplus)
+	done := acceptAsync(surplus, l, nil)
+	if n := <-stepped; n != 1 {
+		t.Fatalf("stepped back %d times with no primary accepting, want once (and then never again)", n)
+	}
+	go dialAndHold(l)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A draining worker closes its listeners: a step back in progress ends at
+// its next look, and Accept returns the listener's error.
+func TestClosingTheListenerEndsAStepBack(t *testing.T) {
+	primary, surplus, l, _ := stepPool(t)
+	stop := make(chan struct{})
+	defer close(stop)
+	go accepting(primary, stop)
+	done := acceptAsync(surplus, l, nil)
+	time.Sleep(50 * time.Millisecond)
+	l.Close()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("accepted on a closed listener")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Accept still stepped back 5s after its listener closed")
 	}
 }

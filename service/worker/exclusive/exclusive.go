@@ -163,6 +163,28 @@ func under(l net.Listener) Pauser {
 	return nil
 }
 
+// Queued reports how many connections wait in the accept queue of the
+// socket under l (the first *Listener found through the wrappers' Unwrap),
+// shared by every worker of the pool: for a listening socket, TCP_INFO's
+// tcpi_unacked is the accept queue's length (what `ss -lnt` shows as
+// Recv-Q). ok is false when there is no *Listener under l or the socket is
+// not TCP: a caller that would pause must not, since nothing could tell it
+// that connections wait.
+func Queued(l net.Listener) (n int, ok bool) {
+	x, _ := under(l).(*Listener)
+	if x == nil {
+		return 0, false
+	}
+	var info *unix.TCPInfo
+	var err error
+	if cerr := x.rc.Control(func(fd uintptr) {
+		info, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+	}); cerr != nil || err != nil {
+		return 0, false
+	}
+	return int(info.Unacked), true
+}
+
 // Pause takes the listener out of the socket's wait: new connections wake
 // the other workers. Accept must not be waiting meanwhile.
 func (x *Listener) Pause() error { return x.set(true) }
