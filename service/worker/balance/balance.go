@@ -47,10 +47,10 @@
 // being woken (docs/benchmarks.md, "Workers past one per CPU step back").
 // So a surplus worker (instance number above the CPU count, Primaries)
 // takes its wait out of the socket (exclusive.Pause) while every primary
-// worker is live, its clients open a connection per request, none of its
-// requests waited for an admission slot or was turned away lately, and the
-// accept queue is empty. It looks every StepPoll and comes back at once
-// when any of that changes, when connections wait in the queue while no
+// worker is live, its clients open a connection per request, and none of
+// its requests waited PressureWait for an admission slot or was turned away
+// within PressureFor. It looks every StepPoll and comes back at once when
+// any of that changes, when connections wait in the accept queue while no
 // primary accepted one since the last look (a primary frozen, or all of
 // them behind), or when the primaries accepted nothing for IdleAfter (the
 // load is gone: a worker at rest in its poller costs nothing, a looking one

@@ -32,7 +32,7 @@
 //
 // An exclusive waiter that does not accept would swallow the wake-up meant
 // for a worker that would: a worker that holds back its accepts (the
-// balance gate, the open-file limit) calls Pause first, which removes the
+// balance gate and its step back, the open-file limit) calls Pause first, which removes the
 // entry, and Resume when it accepts again, which adds it back (and the
 // kernel reports a connection that came in between at once).
 package exclusive
