@@ -7,6 +7,12 @@
 //
 //	clusterapp-bare [-listen 127.0.0.1:8090]
 //
+// Started by systemd with a socket (LISTEN_FDS, socket activation), it
+// serves that socket instead of listening itself: the benchmark runs it
+// under the worker unit's own hardening, so that the unit's price and the
+// handler stack's can be told apart. How the socket arrives changes
+// nothing in how requests are served.
+//
 // It runs until SIGTERM or SIGINT. Exit status: 0 after a signal, 1 when it
 // cannot listen, 2 for bad flags.
 package main
@@ -26,6 +32,7 @@ import (
 	"time"
 
 	"github.com/clusterapp/clusterapp/service/app/workload"
+	"github.com/coreos/go-systemd/v22/activation"
 )
 
 func main() {
@@ -60,11 +67,26 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return usageError{fmt.Errorf("no arguments expected, got %q", fs.Args())}
 	}
 	srv := &http.Server{Addr: *listen, Handler: Mux(), ReadHeaderTimeout: 10 * time.Second}
+	inherited, err := activation.Listeners() // unsets LISTEN_FDS, so nothing started later inherits it
+	if err != nil {
+		return fmt.Errorf("sockets from systemd: %w", err)
+	}
+	where := *listen
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
+	switch {
+	case len(inherited) > 1:
+		return fmt.Errorf("systemd passed %d sockets; bare net/http serves one", len(inherited))
+	case len(inherited) == 1 && inherited[0] == nil:
+		return errors.New("systemd passed a socket that is not a stream socket")
+	case len(inherited) == 1:
+		where = inherited[0].Addr().String() + " (from systemd)"
+		go func() { errc <- srv.Serve(inherited[0]) }()
+	default:
+		go func() { errc <- srv.ListenAndServe() }()
+	}
 	select {
 	case err := <-errc:
-		return fmt.Errorf("serve %s: %w", *listen, err)
+		return fmt.Errorf("serve %s: %w", where, err)
 	case <-ctx.Done():
 		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

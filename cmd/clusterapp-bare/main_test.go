@@ -3,16 +3,19 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -84,6 +87,64 @@ func TestRun(t *testing.T) {
 	if err := run(context.Background(), []string{"-bogus"}, &stderr); !strings.Contains(stderr.String(), "-bogus") {
 		t.Errorf("run -bogus: %v, stderr %q: want the bad flag named", err, stderr.String())
 	}
+}
+
+// Started by systemd with a socket (LISTEN_FDS=1, LISTEN_PID its own), it
+// serves that socket, not -listen's address, and stops on SIGTERM with
+// status 0: the benchmark runs it so under the worker's unit. The child is
+// this test binary, running TestServeInheritedChild.
+func TestServesTheSocketFromSystemd(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := l.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // the child holds the socket now (f)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestServeInheritedChild$")
+	cmd.Env = append(os.Environ(), "BARE_INHERITED_CHILD=1", "LISTEN_FDS=1")
+	cmd.ExtraFiles = []*os.File{f} // fd 3, as systemd passes it
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	var body string
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + addr + "/")
+	if err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body = string(b)
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	waitErr := cmd.Wait()
+	if body != "Hello World!\n" {
+		t.Errorf("GET / on the inherited socket %s: %q, %v; child's stderr: %s", addr, body, err, stderr.String())
+	}
+	if waitErr != nil {
+		t.Errorf("child after SIGTERM: %v; stderr: %s", waitErr, stderr.String())
+	}
+}
+
+// TestServeInheritedChild is TestServesTheSocketFromSystemd's child: it
+// names itself in LISTEN_PID, as systemd would, and runs the program with
+// -listen on an address it must not use.
+func TestServeInheritedChild(t *testing.T) {
+	if os.Getenv("BARE_INHERITED_CHILD") != "1" {
+		t.Skip("the child of TestServesTheSocketFromSystemd")
+	}
+	os.Setenv("LISTEN_PID", strconv.Itoa(os.Getpid()))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, []string{"-listen", "192.0.2.1:1"}, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "run:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
 }
 
 // BenchmarkBare is the allocation baseline for service/app's

@@ -15,11 +15,13 @@ import (
 )
 
 // StackPlan is the handler stack against bare net/http, side by side: the
-// pool's one-process configuration (BaselineName) on the shipped socket and
+// pool's one-process configuration (BaselineName) on the shipped socket,
 // the bare anchor (cmd/clusterapp-bare, the same routes on net/http alone)
-// on its own port are up at once, and Route is loaded on one, then the
-// other, Rounds times. Runs minutes apart on a shared machine move by more
-// than the stack costs; alternating runs see the same drift.
+// on its own port, and bare again under the worker unit's own hardening on a
+// socket of the shipped socket's settings (BareUnits) are up at once, and
+// Route is loaded on each in turn, Rounds times. Runs minutes apart on a
+// shared machine move by more than the stack costs; runs taking turns see
+// the same drift.
 type StackPlan struct {
 	Route       string        // e.g. "/"
 	Rounds      int           // default 1
@@ -35,30 +37,52 @@ const StackGODEBUG = "GODEBUG=" + config.MonitorTrace
 // StackResult is the side-by-side runs: 2xx req/s of each round and the
 // server's CPU time per 2xx response (µs: every thread of the worker, or of
 // bare, from schedstat around the run), or why the comparison was skipped
-// (no bare anchor).
+// (no bare anchor). Pool is the worker, Bare bare net/http as a plain
+// transient unit, Unit bare under the worker unit's hardening (absent from
+// results written before it was measured).
 type StackResult struct {
 	Route            string
 	Pool, Bare       []float64
 	PoolCPU, BareCPU []float64 `json:",omitempty"`
+	Unit, UnitCPU    []float64 `json:",omitempty"`
 	Skipped          string    `json:",omitempty"`
 }
 
-// Ratio is the pool's median req/s over bare's (0 without runs).
-func (s *StackResult) Ratio() float64 {
-	if b := median(s.Bare); b > 0 {
-		return median(s.Pool) / b
-	}
-	return 0
-}
+// Ratio is the pool's median req/s over bare's (0 without runs): the
+// handler stack and the worker unit together.
+func (s *StackResult) Ratio() float64 { return rateRatio(s.Pool, s.Bare) }
 
 // CPURatio is bare's median CPU time per response over the pool's: 1 when
 // the stack costs nothing, 0.9 when the worker spends 11% more per
 // response. On a shared machine it moves less than req/s: what else runs
 // takes CPUs away from both servers but adds nothing to their own time per
 // request. 0 without CPU readings.
-func (s *StackResult) CPURatio() float64 {
-	if p := median(s.PoolCPU); p > 0 && len(s.BareCPU) > 0 {
-		return median(s.BareCPU) / p
+func (s *StackResult) CPURatio() float64 { return cpuRatio(s.PoolCPU, s.BareCPU) }
+
+// StackRatio and StackCPURatio are Ratio and CPURatio against bare under
+// the worker unit's hardening: the handler stack's price alone, both sides
+// paying the unit's. 0 when bare was not measured in the unit.
+func (s *StackResult) StackRatio() float64    { return rateRatio(s.Pool, s.Unit) }
+func (s *StackResult) StackCPURatio() float64 { return cpuRatio(s.PoolCPU, s.UnitCPU) }
+
+// UnitRatio and UnitCPURatio are bare in the worker's unit against bare
+// plain: the unit's price alone.
+func (s *StackResult) UnitRatio() float64    { return rateRatio(s.Unit, s.Bare) }
+func (s *StackResult) UnitCPURatio() float64 { return cpuRatio(s.UnitCPU, s.BareCPU) }
+
+// rateRatio is the median of num over the median of den (0 without den).
+func rateRatio(num, den []float64) float64 {
+	if d := median(den); d > 0 {
+		return median(num) / d
+	}
+	return 0
+}
+
+// cpuRatio is the median CPU per response of base over that of cost: the
+// cheaper side's fraction (0 without readings).
+func cpuRatio(cost, base []float64) float64 {
+	if c := median(cost); c > 0 && len(base) > 0 {
+		return median(base) / c
 	}
 	return 0
 }
@@ -86,7 +110,7 @@ func (r *Runner) stack(ctx context.Context, plan Plan) (*StackResult, error) {
 		return res, nil
 	}
 	baseline := baselineOf(plan)
-	r.logf(">> handler stack: %s against bare net/http on %s, alternating", baseline.Name, sp.Route)
+	r.logf(">> handler stack: %s against bare net/http, plain and in the worker's unit, on %s, in turn", baseline.Name, sp.Route)
 	if err := r.apply(ctx, baseline, 1); err != nil {
 		return nil, err
 	}
@@ -105,6 +129,11 @@ func (r *Runner) stack(ctx context.Context, plan Plan) (*StackResult, error) {
 		return nil, fmt.Errorf("handler stack: %w", err)
 	}
 	defer stop()
+	stopUnit, err := r.startBareUnit(ctx, bare.Argv[0])
+	if err != nil {
+		return nil, fmt.Errorf("handler stack: %w", err)
+	}
+	defer stopUnit()
 	flags := []string{"-c", strconv.Itoa(sp.Concurrency), "-d", sp.Duration.String(), "-keepalive=true"}
 	type side struct {
 		url, units string
@@ -112,22 +141,21 @@ func (r *Runner) stack(ctx context.Context, plan Plan) (*StackResult, error) {
 	}
 	sides := []side{
 		{sandbox.URL + sp.Route, config.WorkerPattern, &res.Pool, &res.PoolCPU},
+		{fmt.Sprintf("http://127.0.0.1:%d%s", bareUnitPort, sp.Route), BareUnit, &res.Unit, &res.UnitCPU},
 		{bare.base() + sp.Route, anchorUnit, &res.Bare, &res.BareCPU},
 	}
-	// Both warmed up first (their first connections, first heap growth,
-	// first page faults), uncounted.
+	// Each warmed up first (its first connections, first heap growth,
+	// first page faults; bare in the unit is started by its first
+	// connection), uncounted.
 	for _, t := range sides {
 		if _, err := r.loadURL(ctx, "", t.url, time.Second, "-c", strconv.Itoa(sp.Concurrency), "-d", "1s", "-keepalive=true"); err != nil {
 			return nil, fmt.Errorf("handler stack %s: warm-up: %w", t.url, err)
 		}
 	}
 	for round := range max(sp.Rounds, 1) {
-		// The order alternates (pool first, then bare first), so neither
-		// side is always the one that runs just after the other.
-		order := sides
-		if round%2 == 1 {
-			order = []side{sides[1], sides[0]}
-		}
+		// The order turns by one each round, so no side always runs just
+		// after the same other one.
+		order := append(slices.Clone(sides[round%len(sides):]), sides[:round%len(sides)]...)
 		for _, t := range order {
 			run, err := r.counted(ctx, t.units, func() (*loadgen.Result, error) {
 				return r.loadURL(ctx, "", t.url, sp.Duration, flags...)
@@ -139,13 +167,41 @@ func (r *Runner) stack(ctx context.Context, plan Plan) (*StackResult, error) {
 			*t.rate, *t.cpu = append(*t.rate, Goodput(run.Result)), append(*t.cpu, cpu)
 		}
 		i := len(res.Pool) - 1
-		r.logf("   round %d: %s %.1f req/s (%.1f µs CPU/req), bare %.1f req/s (%.1f µs CPU/req)",
-			i+1, baseline.Name, res.Pool[i], res.PoolCPU[i], res.Bare[i], res.BareCPU[i])
+		r.logf("   round %d: %s %.1f req/s (%.1f µs CPU/req), bare in its unit %.1f req/s (%.1f µs), bare %.1f req/s (%.1f µs)",
+			i+1, baseline.Name, res.Pool[i], res.PoolCPU[i], res.Unit[i], res.UnitCPU[i], res.Bare[i], res.BareCPU[i])
 	}
 	return res, nil
 }
 
-// WriteStack writes the side-by-side runs and the ratio of their medians.
+// startBareUnit installs bare's units derived from the worker's (BareUnits;
+// bin is bare's path in the box) and starts its socket; stop stops both
+// and removes them.
+func (r *Runner) startBareUnit(ctx context.Context, bin string) (stop func(), err error) {
+	service, socket, err := BareUnits(r.Box.Src, bin)
+	if err != nil {
+		return nil, err
+	}
+	for unit, text := range map[string]string{BareUnit: service, BareSocketUnit: socket} {
+		if err := r.Box.WriteFile(ctx, bareUnitDir+"/"+unit, text); err != nil {
+			return nil, err
+		}
+	}
+	stop = func() {
+		_, _ = r.Box.Exec(context.Background(), time.Minute, "sh", "-c",
+			"systemctl stop "+BareSocketUnit+" "+BareUnit+"; rm -f "+bareUnitDir+"/"+BareUnit+" "+bareUnitDir+"/"+BareSocketUnit+"; systemctl daemon-reload")
+	}
+	if _, err := r.Box.Exec(ctx, time.Minute, "sh", "-c", "systemctl daemon-reload && systemctl start "+BareSocketUnit); err != nil {
+		stop()
+		return nil, fmt.Errorf("bare in the worker's unit: %w", err)
+	}
+	return stop, nil
+}
+
+// WriteStack writes the side-by-side runs and the ratios of their medians:
+// one table of 2xx req/s and one of CPU per request, each with the
+// handler stack's ratio (against bare in the worker's unit), the unit's
+// (bare in it against bare plain) and both together (against bare plain).
+// Results from before bare ran in the unit have the last ratio only.
 func WriteStack(w io.Writer, res *Results) {
 	p := asPrinter(w)
 	s := res.Stack
@@ -153,24 +209,59 @@ func WriteStack(w io.Writer, res *Results) {
 		p.printf("Skipped: %s.\n", s.Skipped)
 		return
 	}
-	p.printf("| round | %s: 2xx req/s | bare net/http: 2xx req/s | ratio | %s: CPU µs / request | bare: CPU µs / request | bare's CPU / %s's |\n|---|---|---|---|---|---|---|\n",
-		BaselineName, BaselineName, BaselineName)
-	cpu := func(v []float64, i int) float64 { // results of a run before CPU was read have none
+	at := func(v []float64, i int) float64 { // runs of results older than a column have none
 		if i < len(v) {
 			return v[i]
 		}
 		return math.NaN()
 	}
-	micros := func(v float64) string {
+	num := func(v float64, format string) string {
 		if math.IsNaN(v) || v == 0 {
 			return "–"
 		}
-		return fmt.Sprintf("%.1f", v)
+		return fmt.Sprintf(format, v)
 	}
-	for i := range s.Pool {
-		pc, bc := cpu(s.PoolCPU, i), cpu(s.BareCPU, i)
-		p.printf("| %d | %.1f | %.1f | %s | %s | %s | %s |\n", i+1, s.Pool[i], s.Bare[i], Ratio(s.Pool[i], s.Bare[i]), micros(pc), micros(bc), Ratio(bc, pc))
+	ratio := func(a, b float64) string {
+		if math.IsNaN(a) || math.IsNaN(b) || a == 0 || b == 0 {
+			return "–"
+		}
+		return Ratio(a, b)
 	}
-	pc, bc := median(s.PoolCPU), median(s.BareCPU)
-	p.printf("| median | %.1f | %.1f | **%s** | %s | %s | **%s** |\n", median(s.Pool), median(s.Bare), Ratio(median(s.Pool), median(s.Bare)), micros(pc), micros(bc), Ratio(bc, pc))
+	unit := len(s.Unit) > 0
+	// table writes one table; higher says whether more is better (req/s)
+	// or less (CPU per request). Either way a ratio is the first side as a
+	// fraction of the second: below 1 when the first is the slower or the
+	// dearer.
+	table := func(title, format string, pool, inUnit, bare []float64, higher bool) {
+		of := func(a, b float64) string {
+			if higher {
+				return ratio(a, b)
+			}
+			return ratio(b, a)
+		}
+		heads := [3]string{BaselineName + " ÷ bare in the unit", "bare in it ÷ bare", BaselineName + " ÷ bare"}
+		if !higher {
+			heads = [3]string{"bare in the unit's ÷ " + BaselineName + "'s", "bare's ÷ bare in the unit's", "bare's ÷ " + BaselineName + "'s"}
+		}
+		if unit {
+			p.printf("| round | %s: %s | bare in the worker's unit | bare | **the stack:** %s | the unit: %s | both: %s |\n|---|---|---|---|---|---|---|\n",
+				BaselineName, title, heads[0], heads[1], heads[2])
+		} else {
+			p.printf("| round | %s: %s | bare | %s |\n|---|---|---|---|\n", BaselineName, title, heads[2])
+		}
+		row := func(label string, a, u, b float64, bold string) {
+			if unit {
+				p.printf("| %s | %s | %s | %s | %s%s%s | %s | %s |\n", label, num(a, format), num(u, format), num(b, format), bold, of(a, u), bold, of(u, b), of(a, b))
+			} else {
+				p.printf("| %s | %s | %s | %s%s%s |\n", label, num(a, format), num(b, format), bold, of(a, b), bold)
+			}
+		}
+		for i := range pool {
+			row(fmt.Sprint(i+1), at(pool, i), at(inUnit, i), at(bare, i), "")
+		}
+		row("median", median(pool), median(inUnit), median(bare), "**")
+	}
+	table("2xx req/s", "%.1f", s.Pool, s.Unit, s.Bare, true)
+	p.printf("\n")
+	table("CPU µs / request", "%.1f", s.PoolCPU, s.UnitCPU, s.BareCPU, false)
 }

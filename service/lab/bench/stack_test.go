@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,19 +14,26 @@ import (
 )
 
 // The stack comparison applies the one-process configuration, starts the
-// bare anchor beside it and loads one, then the other, round after round;
-// the ratio is of the medians, and the anchor is stopped at the end. Each
-// side is warmed up once, uncounted, and the order alternates by round.
-func TestStackAlternatesWithBare(t *testing.T) {
+// bare anchor beside it, and bare again in units derived from the shipped
+// worker unit and socket, and loads each in turn, round after round; the
+// ratios are of the medians, and the anchors are stopped at the end. Each
+// side is warmed up once, uncounted, and the order turns by round.
+func TestStackTakesTurnsWithBare(t *testing.T) {
+	repo, err := filepath.Abs("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var applied, loads, sched []string
-	var started, stopped bool
+	var started, stopped, unitStarted, unitStopped bool
+	units := map[string]string{}
 	var cpuNs uint64
-	box := &sandbox.Driver{Name: "t", Command: func(ctx context.Context, args ...string) ([]byte, error) {
+	box := &sandbox.Driver{Name: "t", Src: repo, Command: func(ctx context.Context, args ...string) ([]byte, error) {
 		cmd := strings.Join(args, " ")
 		switch {
 		case strings.Contains(cmd, "schedstat"):
 			// 36 ms of CPU between two readings: 40 µs for each of the
-			// pool's 900 responses, 36 µs for each of bare's 1000.
+			// pool's 900 responses, 37.9 for each of the 950 of bare in
+			// the unit, 36 µs for each of bare's 1000.
 			sched = append(sched, args[len(args)-1])
 			cpuNs += 36e6
 			return []byte(fmt.Sprintf("%d 5", cpuNs)), nil
@@ -33,19 +41,31 @@ func TestStackAlternatesWithBare(t *testing.T) {
 			body, err := readCopied(args[2])
 			applied = append(applied, body)
 			return nil, err
+		case strings.HasPrefix(cmd, "cp t ") && strings.Contains(cmd, " "+bareUnitDir+"/"):
+			body, err := readCopied(args[2])
+			units[filepath.Base(args[3])] = body
+			return nil, err
 		case strings.Contains(cmd, "systemd-run") && strings.Contains(cmd, "clusterapp-bare"):
 			// The runtime set alike on both sides: the worker unit's GODEBUG.
 			started = strings.Contains(cmd, "--setenv="+StackGODEBUG+" ")
 		case strings.Contains(cmd, "systemctl stop "+anchorUnit):
 			stopped = true
+		case strings.Contains(cmd, "systemctl start "+BareSocketUnit):
+			unitStarted = true
+		case strings.Contains(cmd, "systemctl stop "+BareSocketUnit+" "+BareUnit):
+			unitStopped = true
 		case strings.Contains(cmd, "systemctl list-units"):
 			return []byte(unitListing(1)), nil
 		case strings.Contains(cmd, "curl"):
 			return []byte("200"), nil
 		case strings.Contains(cmd, sandbox.LoadPath):
-			if strings.Contains(cmd, "127.0.0.1:18090/") {
+			switch {
+			case strings.Contains(cmd, "127.0.0.1:18090/"):
 				loads = append(loads, "bare")
 				return []byte(`{"ok":1000,"responses":1000,"requests":1000,"elapsed_ns":1000000000}`), nil
+			case strings.Contains(cmd, "127.0.0.1:18094/"):
+				loads = append(loads, "unit")
+				return []byte(`{"ok":950,"responses":950,"requests":950,"elapsed_ns":1000000000}`), nil
 			}
 			loads = append(loads, "pool")
 			return []byte(`{"ok":900,"responses":900,"requests":900,"elapsed_ns":1000000000}`), nil
@@ -63,29 +83,55 @@ func TestStackAlternatesWithBare(t *testing.T) {
 	if len(applied) != 1 || !strings.Contains(applied[0], "GOMAXPROCS=2") || !strings.Contains(applied[0], "CLUSTERAPP_WORKERS=1") {
 		t.Fatalf("applied %q, want the one-process configuration", applied)
 	}
-	if got := strings.Join(loads, " "); got != "pool bare"+" pool bare bare pool pool bare" {
-		t.Fatalf("loads in the order %q, want them alternating", got)
+	if got := strings.Join(loads, " "); got != "pool unit bare"+" pool unit bare unit bare pool bare pool unit" {
+		t.Fatalf("loads in the order %q, want the warm-ups, then the order turning by one each round", got)
 	}
 	if !started || !stopped {
 		t.Fatalf("bare anchor started with %s: %v, stopped %v", StackGODEBUG, started, stopped)
 	}
-	if r := res.Ratio(); r < 0.899 || r > 0.901 {
-		t.Fatalf("ratio %v, want 0.9 (900 over 1000 req/s)", r)
+	if !unitStarted || !unitStopped {
+		t.Fatalf("bare in the worker's unit: socket started %v, units stopped %v", unitStarted, unitStopped)
+	}
+	containsAll(t, "bare's service", units[BareUnit], "ExecStart=/usr/local/bin/clusterapp-bare\n", "Sockets="+BareSocketUnit+"\n",
+		"SystemCallFilter=@system-service\n", "PrivateNetwork=yes\n", "DynamicUser=yes\n", "Environment=GODEBUG=")
+	for _, gone := range []string{"WatchdogSec", "EnvironmentFile", "Type=notify", "serve --instance", "RuntimeDirectory"} {
+		if strings.Contains(units[BareUnit], gone) {
+			t.Errorf("bare's service carries the worker's %s:\n%s", gone, units[BareUnit])
+		}
+	}
+	containsAll(t, "bare's socket", units[BareSocketUnit], "ListenStream=127.0.0.1:18094\n", "Service="+BareUnit+"\n", "Backlog=4096\n")
+	if strings.Contains(units[BareSocketUnit], ":8080") {
+		t.Errorf("bare's socket listens on the pool's port:\n%s", units[BareSocketUnit])
+	}
+	for name, r := range map[string][2]float64{
+		"Ratio": {res.Ratio(), 0.9}, "StackRatio": {res.StackRatio(), 900.0 / 950}, "UnitRatio": {res.UnitRatio(), 0.95},
+		"CPURatio": {res.CPURatio(), 0.9}, "StackCPURatio": {res.StackCPURatio(), 900.0 / 950}, "UnitCPURatio": {res.UnitCPURatio(), 0.95},
+	} {
+		if r[0] < r[1]-0.001 || r[0] > r[1]+0.001 {
+			t.Errorf("%s = %v, want %.3f", name, r[0], r[1])
+		}
 	}
 	// Each run's CPU is read around it, from its own server's units.
 	// The warm-ups are not counted, so not read.
-	poolFirst := config.WorkerPattern + " " + config.WorkerPattern + " " + anchorUnit + " " + anchorUnit + " "
-	bareFirst := anchorUnit + " " + anchorUnit + " " + config.WorkerPattern + " " + config.WorkerPattern + " "
-	want := poolFirst + bareFirst + poolFirst
-	if got := strings.Join(sched, " ") + " "; got != want {
+	pool := strings.Repeat(config.WorkerPattern+" ", 2)
+	unit := strings.Repeat(BareUnit+" ", 2)
+	bare := strings.Repeat(anchorUnit+" ", 2)
+	if got, want := strings.Join(sched, " ")+" ", pool+unit+bare+unit+bare+pool+bare+pool+unit; got != want {
 		t.Fatalf("CPU read from %q, want %q", got, want)
-	}
-	if r := res.CPURatio(); r < 0.899 || r > 0.901 {
-		t.Fatalf("CPU ratio %v, want 0.9 (36 µs per response over 40)", r)
 	}
 	var page bytes.Buffer
 	WriteStack(&page, &Results{Stack: res})
-	containsAll(t, "the stack table", page.String(), "| median | 900.0 | 1000.0 | **0.90×** | 40.0 | 36.0 | **0.90×** |", "| 3 | 900.0 | 1000.0 | 0.90× | 40.0 | 36.0 | 0.90× |")
+	containsAll(t, "the stack tables", page.String(),
+		"| median | 900.0 | 950.0 | 1000.0 | **0.95×** | 0.95× | 0.90× |",
+		"| median | 40.0 | 37.9 | 36.0 | **0.95×** | 0.95× | 0.90× |",
+		"| 3 | 900.0 | 950.0 | 1000.0 | 0.95× | 0.95× | 0.90× |")
+
+	// Results from before bare ran in the unit: one ratio, against bare.
+	old := *res
+	old.Unit, old.UnitCPU = nil, nil
+	page.Reset()
+	WriteStack(&page, &Results{Stack: &old})
+	containsAll(t, "the stack tables without bare in the unit", page.String(), "| median | 900.0 | 1000.0 | **0.90×** |", "| median | 40.0 | 36.0 | **0.90×** |")
 }
 
 // Without a bare anchor there is nothing to compare with: it says why and
