@@ -47,6 +47,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/clusterapp/clusterapp/service/worker/internal/acceptq"
 	"golang.org/x/sys/unix"
 )
 
@@ -167,7 +168,7 @@ func under(l net.Listener) Pauser {
 // socket under l (the first *Listener found through the wrappers' Unwrap),
 // shared by every worker of the pool: for a listening socket, TCP_INFO's
 // tcpi_unacked is the accept queue's length (what `ss -lnt` shows as
-// Recv-Q). ok is false when there is no *Listener under l or the socket is
+// Recv-Q; package acceptq). ok is false when there is no *Listener under l or the socket is
 // not TCP: a caller that would pause must not, since nothing could tell it
 // that connections wait.
 func Queued(l net.Listener) (n int, ok bool) {
@@ -175,14 +176,11 @@ func Queued(l net.Listener) (n int, ok bool) {
 	if x == nil {
 		return 0, false
 	}
-	var info *unix.TCPInfo
-	var err error
-	if cerr := x.rc.Control(func(fd uintptr) {
-		info, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
-	}); cerr != nil || err != nil {
+	n32, _, err := acceptq.Read(x.rc)
+	if err != nil {
 		return 0, false
 	}
-	return int(info.Unacked), true
+	return int(n32), true
 }
 
 // Pause takes the listener out of the socket's wait: new connections wake

@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/clusterapp/clusterapp/service/worker/internal/acceptq"
 )
 
 // queueEvery is how often the pool samples the service sockets' accept
@@ -50,22 +50,18 @@ func (m *Metrics) WatchListeners(ls []net.Listener) {
 	}
 }
 
-// read returns each watched socket's accept queue. For a listening socket
-// TCP_INFO's unacked is the queue's length and sacked its limit (the
-// backlog, capped by net.core.somaxconn).
+// read returns each watched socket's accept queue (package acceptq); a
+// socket that cannot be read is left out.
 func (q *listenQueues) read() []queue {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	out := make([]queue, 0, len(q.conns))
 	for _, c := range q.conns {
-		var info *unix.TCPInfo
-		var err error
-		if cerr := c.rc.Control(func(fd uintptr) {
-			info, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
-		}); cerr != nil || err != nil {
+		length, limit, err := acceptq.Read(c.rc)
+		if err != nil {
 			continue
 		}
-		out = append(out, queue{addr: c.addr, length: info.Unacked, limit: info.Sacked})
+		out = append(out, queue{addr: c.addr, length: length, limit: limit})
 	}
 	return out
 }
