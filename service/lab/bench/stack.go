@@ -78,8 +78,9 @@ func rateRatio(num, den []float64) float64 {
 	return 0
 }
 
-// cpuRatio is the median CPU per response of base over that of cost: the
-// cheaper side's fraction (0 without readings).
+// cpuRatio is base's median CPU time per response over cost's: 1 when
+// cost's side spends no more per response, 0.9 when it spends 11% more
+// (0 without readings).
 func cpuRatio(cost, base []float64) float64 {
 	if c := median(cost); c > 0 && len(base) > 0 {
 		return median(base) / c
