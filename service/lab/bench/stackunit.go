@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/config/unitfile"
 )
 
 // Bare net/http under the worker unit's own hardening: the stack
@@ -43,6 +44,8 @@ var notCarried = map[string]bool{
 // bin is where bare is installed in the box. The socket keeps every
 // [Socket] setting of the shipped one but its address and service; the
 // service keeps every [Service] setting of the worker's but notCarried.
+// What it sets itself goes through package unitfile, escaped; the carried
+// lines are unit text already and are copied as they are.
 func BareUnits(repo, bin string) (service, socket string, err error) {
 	worker, err := unitSections(filepath.Join(repo, "systemd", config.WorkerTemplate))
 	if err != nil {
@@ -52,25 +55,38 @@ func BareUnits(repo, bin string) (service, socket string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	var s strings.Builder
-	fmt.Fprintf(&s, "[Unit]\nDescription=bare net/http under the worker unit's hardening (benchmark)\nRequires=%s\nAfter=%s\n\n[Service]\nType=simple\nExecStart=%s\nSockets=%s\n",
-		BareSocketUnit, BareSocketUnit, bin, BareSocketUnit)
-	for _, kv := range worker["Service"] {
-		if !notCarried[kv[0]] {
-			fmt.Fprintf(&s, "%s=%s\n", kv[0], kv[1])
-		}
-	}
-	var k strings.Builder
-	fmt.Fprintf(&k, "[Unit]\nDescription=bare net/http's socket (benchmark)\n\n[Socket]\nListenStream=127.0.0.1:%d\nService=%s\n", bareUnitPort, BareUnit)
-	for _, kv := range sock["Socket"] {
-		if kv[0] != "ListenStream" && kv[0] != "Service" {
-			fmt.Fprintf(&k, "%s=%s\n", kv[0], kv[1])
-		}
-	}
 	if len(worker["Service"]) == 0 || len(sock["Socket"]) == 0 {
 		return "", "", fmt.Errorf("bare's units: %s or %s has no settings", config.WorkerTemplate, config.SocketUnit)
 	}
-	return s.String(), k.String(), nil
+	service, err = withCarried(unitfile.New("").Section("Unit").
+		Set("Description", "bare net/http under the worker unit's hardening (benchmark)").
+		Set("Requires", BareSocketUnit).Set("After", BareSocketUnit).
+		Section("Service").Set("Type", "simple").Set("ExecStart", bin).Set("Sockets", BareSocketUnit),
+		worker["Service"], notCarried)
+	if err != nil {
+		return "", "", err
+	}
+	socket, err = withCarried(unitfile.New("").Section("Unit").Set("Description", "bare net/http's socket (benchmark)").
+		Section("Socket").Set("ListenStream", fmt.Sprintf("127.0.0.1:%d", bareUnitPort)).Set("Service", BareUnit),
+		sock["Socket"], map[string]bool{"ListenStream": true, "Service": true})
+	return service, socket, err
+}
+
+// withCarried is f's text followed by the settings not in skip, as they
+// were written in the unit they come from.
+func withCarried(f *unitfile.File, settings [][2]string, skip map[string]bool) (string, error) {
+	head, err := f.String()
+	if err != nil {
+		return "", fmt.Errorf("bare's units: %w", err)
+	}
+	var b strings.Builder
+	b.WriteString(head)
+	for _, kv := range settings {
+		if !skip[kv[0]] {
+			fmt.Fprintf(&b, "%s=%s\n", kv[0], kv[1])
+		}
+	}
+	return b.String(), nil
 }
 
 // unitSections reads a unit file's settings by section, in order, as
