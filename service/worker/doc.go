@@ -19,7 +19,7 @@
 // systemd's socket -> listen (the inherited socket) -> exclusive (one
 // worker woken per new connection) -> balance (the accept gate) -> server
 // (connection tracking, drain, keep-alive bound; rawio's reads and writes at
-// one P) -> Stack:
+// one P; deadlines handed to the socket only when I/O needs them) -> Stack:
 // common headers and body cap -> access log -> ratelimit -> admission ->
 // routing with per-route metrics -> the request deadline on computing
 // routes -> the service's handler. Beside it: package config feeds every

@@ -5,6 +5,8 @@ import (
 	"net"
 	"sync/atomic"
 	"time"
+
+	"github.com/clusterapp/clusterapp/service/worker/deadline"
 )
 
 // lingerDelay bounds how long a connection the worker ends itself keeps
@@ -24,13 +26,15 @@ type tcpConn interface {
 	CloseWrite() error
 }
 
-// lingerListener hands out connections that can end gracefully (lingerConn).
+// lingerListener hands out connections that can end gracefully (lingerConn),
+// their deadlines handed to the socket only when I/O runs under them
+// (package deadline).
 type lingerListener struct{ net.Listener }
 
 func (l lingerListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if tc, ok := c.(tcpConn); ok && err == nil {
-		return &lingerConn{tcpConn: tc}, nil
+		return &lingerConn{tcpConn: deadline.New(tc)}, nil
 	}
 	return c, err
 }
@@ -55,6 +59,9 @@ type lingerConn struct {
 	// stats are the connection's numbers, set before net/http reports its
 	// first state: its ConnState hook reads them (Server.rejected).
 	stats *connStats
+	// info is the connection's entry in the server's table, set by its
+	// ConnState hook when the connection opens, before it is served.
+	info *connInfo
 }
 
 // lingerOnClose makes the next Close graceful. Server.track calls it once

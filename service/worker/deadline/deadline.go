@@ -1,0 +1,202 @@
+// Package deadline hands a connection's deadlines to its socket only when
+// I/O runs under them.
+//
+// net/http moves a connection's deadlines many times per request. With the
+// worker's four timeouts set (CLUSTERAPP_READ_HEADER_TIMEOUT,
+// CLUSTERAPP_READ_TIMEOUT, CLUSTERAPP_WRITE_TIMEOUT, CLUSTERAPP_IDLE_TIMEOUT)
+// a keep-alive request makes eight calls: the read deadline goes to idle,
+// to the headers' bound, to the whole request's, to none for the
+// background read that watches for the client going away, to a past one
+// that stops that read, and to none again; the write deadline is set before
+// the handler and cleared after it. Each call takes the descriptor's lock,
+// reads the clock twice when it sets a time (time.Until, then the
+// runtime's nanotime) and moves or stops a runtime timer: about 680 ns a
+// request on the 2-CPU KVM guest of docs/benchmarks.md against 320 ns for
+// bare net/http's two timer-setting calls, and clock reads (about 23 ns
+// each there) were the largest single part of the handler stack's gap to
+// bare net/http (issue 12).
+//
+// Most of those deadlines bound nothing: a request that arrives in one
+// segment is read whole by the wait for its first bytes, so the headers'
+// and the whole request's deadlines are replaced before any read runs
+// under them; no write runs between the response and the next request, so
+// clearing the write deadline is replaced by the next request's before it
+// matters. Conn records each deadline and hands it to the socket when a
+// Read, Write or ReadFrom is about to run, and at once when one is running
+// (a deadline applies to pending I/O too: net/http stops its background
+// read with a past deadline while the read waits).
+//
+// A deadline later than the socket's goes to the socket a little later
+// still, by a sixteenth of how far away it is (at most a second): the write
+// deadline of a keep-alive connection, moved later by every request, then
+// reaches the socket about once a second instead of once a request. A
+// deadline so fires up to that margin late and never early; no deadline
+// ("none", the zero time) is always handed on before I/O runs under it, so
+// a read that must wait for good is never cut short by an older deadline.
+package deadline
+
+import (
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// maxMargin bounds how late a deadline may fire: a second on the worker's
+// timeouts of 5 s to minutes.
+const maxMargin = time.Second
+
+// marginShare is the margin as a share of the time left to a deadline: a
+// deadline 160 ms away fires up to 10 ms late.
+const marginShare = 16
+
+// TCP is what Conn wraps: a stream connection with the half-close and the
+// ReadFrom (sendfile, splice) of a *net.TCPConn.
+type TCP interface {
+	net.Conn
+	io.ReaderFrom
+	CloseWrite() error
+}
+
+// Conn is a TCP connection whose deadlines reach its socket only when I/O
+// needs them. Everything but the deadlines, Read, Write, ReadFrom and Close
+// is the wrapped connection's own.
+type Conn struct {
+	TCP
+	read, write side
+	closed      atomic.Bool
+}
+
+// New wraps c. Its socket must have no deadline yet (a connection just
+// accepted).
+func New(c TCP) *Conn { return &Conn{TCP: c} }
+
+// Read reads under the read deadline last set.
+func (c *Conn) Read(b []byte) (int, error) {
+	c.read.enter(c.TCP.SetReadDeadline)
+	defer c.read.leave()
+	return c.TCP.Read(b)
+}
+
+// Write writes under the write deadline last set.
+func (c *Conn) Write(b []byte) (int, error) {
+	c.write.enter(c.TCP.SetWriteDeadline)
+	defer c.write.leave()
+	return c.TCP.Write(b)
+}
+
+// ReadFrom writes what r holds under the write deadline last set, with the
+// wrapped connection's sendfile or splice where it has one.
+func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
+	c.write.enter(c.TCP.SetWriteDeadline)
+	defer c.write.leave()
+	return c.TCP.ReadFrom(r)
+}
+
+// SetReadDeadline sets the deadline of reads to come and of a read in
+// progress. The socket gets it when a read runs (at once if one is
+// running). Once the connection is closed, the error is the socket's.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	if c.closed.Load() {
+		return c.TCP.SetReadDeadline(t)
+	}
+	return c.read.set(t, c.TCP.SetReadDeadline)
+}
+
+// SetWriteDeadline is SetReadDeadline for writes.
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	if c.closed.Load() {
+		return c.TCP.SetWriteDeadline(t)
+	}
+	return c.write.set(t, c.TCP.SetWriteDeadline)
+}
+
+// SetDeadline sets both deadlines.
+func (c *Conn) SetDeadline(t time.Time) error {
+	if err := c.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return c.SetWriteDeadline(t)
+}
+
+// Close closes the connection; deadlines set after it report the socket's
+// error, as they would unwrapped.
+func (c *Conn) Close() error {
+	c.closed.Store(true)
+	return c.TCP.Close()
+}
+
+// side is one direction's deadline: the one last set (want) and the one the
+// socket has (has, up to margin later than a want it still serves; unknown
+// after a failed hand-over).
+type side struct {
+	mu      sync.Mutex
+	want    time.Time
+	has     time.Time
+	margin  time.Duration
+	unknown bool
+	// busy counts calls in progress in this direction: a deadline set
+	// meanwhile must reach the socket at once to bound them.
+	busy atomic.Int32
+}
+
+// enter readies the socket for a call in this direction.
+func (s *side) enter(apply func(time.Time) error) {
+	s.mu.Lock()
+	s.busy.Add(1)
+	if !s.serves() {
+		// A failure is a closed connection: the call reports it.
+		_ = s.forward(apply)
+	}
+	s.mu.Unlock()
+}
+
+func (s *side) leave() { s.busy.Add(-1) }
+
+// set records t, and hands it on at once when a call is in progress.
+func (s *side) set(t time.Time, apply func(time.Time) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.want = t
+	if s.busy.Load() == 0 || s.serves() {
+		return nil
+	}
+	return s.forward(apply)
+}
+
+// serves reports whether the socket's deadline stands for want: both none,
+// or the socket's no earlier and at most the margin later.
+func (s *side) serves() bool {
+	if s.unknown {
+		return false
+	}
+	if s.want.IsZero() || s.has.IsZero() {
+		return s.want.IsZero() == s.has.IsZero()
+	}
+	late := s.has.Sub(s.want)
+	return late >= 0 && late <= s.margin
+}
+
+// forward hands want to the socket, plus a margin when it moves the
+// socket's deadline later: a deadline brought nearer or set where the
+// socket has none leaves no older one to outlast, and handing it on exact
+// spares a clock read (net/http's past deadline that stops its background
+// read is one a request). After a failure (the connection closed meanwhile) the socket's
+// deadline is unknown, so the next call tries again; the I/O itself then
+// reports the closed connection.
+func (s *side) forward(apply func(time.Time) error) error {
+	at, margin := s.want, time.Duration(0)
+	if !at.IsZero() && !s.has.IsZero() && !s.unknown && at.After(s.has) {
+		if left := time.Until(at); left > 0 {
+			margin = min(left/marginShare, maxMargin)
+			at = at.Add(margin)
+		}
+	}
+	if err := apply(at); err != nil {
+		s.unknown = true
+		return err
+	}
+	s.has, s.margin, s.unknown = at, margin, false
+	return nil
+}
