@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"bufio"
+	"io"
 	"net"
 	"net/http"
 	"runtime"
@@ -350,6 +351,25 @@ func (w *StatusWriter) Write(b []byte) (int, error) {
 		w.status = http.StatusOK
 	}
 	return w.ResponseWriter.Write(b)
+}
+
+// WriteString records an implicit 200 and passes s on without the copy
+// io.WriteString makes for a writer that lacks it.
+func (w *StatusWriter) WriteString(s string) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return io.WriteString(w.ResponseWriter, s)
+}
+
+// ReadFrom records an implicit 200 and sends what r holds through the
+// wrapped writer's ReadFrom (net/http's hands a file to sendfile), where
+// io.Copy into a writer without it copies through a buffer.
+func (w *StatusWriter) ReadFrom(r io.Reader) (int64, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return io.Copy(w.ResponseWriter, r)
 }
 
 // Status is the code written, 200 if the handler wrote nothing.

@@ -3,6 +3,7 @@ package metrics
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -463,4 +464,37 @@ func TestPanickingHandlerCountsAsServerError(t *testing.T) {
 	if got := value(t, m, "clusterapp_http_requests_in_flight", `worker="1"`); got != 0 {
 		t.Errorf("in flight after the panic: %v, want 0", got)
 	}
+}
+
+// The writer the access log wraps a response in passes strings on without a
+// copy and files on to the wrapped writer's ReadFrom (net/http's sendfile),
+// recording the implicit 200 of each.
+func TestStatusWriterWritesStringsAndFiles(t *testing.T) {
+	rec := httptest.NewRecorder()
+	rec.Body.Grow(1 << 20)
+	w := &StatusWriter{ResponseWriter: rec}
+	if n := testing.AllocsPerRun(100, func() { _, _ = io.WriteString(w, "Hello World!\n") }); n != 0 {
+		t.Fatalf("io.WriteString through StatusWriter: %.1f allocations a call, want 0", n)
+	}
+	if w.Status() != http.StatusOK {
+		t.Fatalf("status after strings: %d, want 200", w.Status())
+	}
+	var _ io.ReaderFrom = w // io.Copy finds it
+	rf := &StatusWriter{ResponseWriter: readerFromRecorder{httptest.NewRecorder(), new(int)}}
+	n, err := io.Copy(rf, struct{ io.Reader }{strings.NewReader("a file")}) // no WriteTo, as an *os.File in the end
+	if n != 6 || err != nil || rf.Status() != http.StatusOK || *rf.ResponseWriter.(readerFromRecorder).calls != 1 {
+		t.Fatalf("io.Copy: %d %v, status %d, wrapped ReadFrom called %d times; want 6 bytes through the wrapped writer's ReadFrom once, 200",
+			n, err, rf.Status(), *rf.ResponseWriter.(readerFromRecorder).calls)
+	}
+}
+
+// readerFromRecorder is a recorder with a ReadFrom, as net/http's writer has.
+type readerFromRecorder struct {
+	*httptest.ResponseRecorder
+	calls *int
+}
+
+func (r readerFromRecorder) ReadFrom(src io.Reader) (int64, error) {
+	*r.calls++
+	return r.Body.ReadFrom(src)
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"io"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -36,6 +37,27 @@ func (w *closingWriter) Write(b []byte) (int, error) {
 		w.WriteHeader(http.StatusOK)
 	}
 	return w.ResponseWriter.Write(b)
+}
+
+// WriteString is Write for a string. Without it, io.WriteString (and every
+// writer of strings that looks for it) copied each string into a new byte
+// slice to reach net/http's own WriteString through Write.
+func (w *closingWriter) WriteString(s string) (int, error) {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	return io.WriteString(w.ResponseWriter, s)
+}
+
+// ReadFrom sends what r holds through net/http's own ReadFrom, which hands a
+// file to the connection's sendfile after sniffing its first bytes: without
+// it, io.Copy into the writer (http.ServeContent, http.FileServer) copied
+// every file through a 32 KiB buffer in the worker.
+func (w *closingWriter) ReadFrom(r io.Reader) (int64, error) {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	return io.Copy(w.ResponseWriter, r)
 }
 
 // Status is the status written, 200 when the handler wrote nothing (what

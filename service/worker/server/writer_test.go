@@ -5,7 +5,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -102,5 +105,77 @@ func TestEmptyAnswerStillEndsTheConnection(t *testing.T) {
 		if resp.StatusCode != 200 || resp.Close != (i == 2) {
 			t.Fatalf("request %d: %d, Connection: close = %v; want 200, close on the 2nd only", i, resp.StatusCode, resp.Close)
 		}
+	}
+}
+
+// Handlers write strings (io.WriteString) and files (io.Copy,
+// http.ServeContent) through the writer the server hands them. It had
+// neither WriteString nor ReadFrom: every string was copied into a new byte
+// slice on its way to net/http's own WriteString, and every file went
+// through a 32 KiB buffer instead of net/http's sendfile. Both still go
+// through the writer's header, so the connection's last answer says
+// Connection: close.
+func TestHandlerWriterWritesStringsAndFiles(t *testing.T) {
+	page := "<!DOCTYPE html><title>t</title>" + strings.Repeat("x", 200<<10)
+	file, err := os.CreateTemp(t.TempDir(), "page")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := file.WriteString(page); err != nil {
+		t.Fatal(err)
+	}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, sw := w.(io.StringWriter)
+		_, rf := w.(io.ReaderFrom)
+		if !sw || !rf {
+			http.Error(w, "no WriteString or no ReadFrom", http.StatusNotImplemented)
+			return
+		}
+		switch r.URL.Path {
+		case "/string":
+			_, _ = io.WriteString(w, "a string\n")
+		case "/file":
+			_, _ = file.Seek(0, io.SeekStart)
+			_, _ = io.Copy(w, file) // finds the writer's ReadFrom, as http.ServeContent does
+		}
+	})
+	_, addr := newServer(t, func(o *Options) { o.KeepAliveRequests = 2 }, h)
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(conn)
+	for i, c := range []struct{ path, body, ctype string }{
+		{"/string", "a string\n", "text/plain; charset=utf-8"},
+		{"/file", page, "text/html; charset=utf-8"},
+	} {
+		io.WriteString(conn, "GET "+c.path+" HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", c.path, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 || string(body) != c.body {
+			t.Fatalf("%s: %d, %d bytes (%v); want 200 and the %d bytes written", c.path, resp.StatusCode, len(body), err, len(c.body))
+		}
+		if ct := resp.Header.Get("Content-Type"); ct != c.ctype {
+			t.Errorf("%s: Content-Type %q, want %q (sniffed from the first bytes)", c.path, ct, c.ctype)
+		}
+		if resp.Close != (i == 1) {
+			t.Errorf("%s: Connection: close = %v; want it on the connection's last answer only", c.path, resp.Close)
+		}
+	}
+}
+
+// A string written through the handler's writer is not copied on the way.
+func TestHandlerWriterWritesStringsWithoutCopies(t *testing.T) {
+	rec := httptest.NewRecorder()
+	rec.Body.Grow(1 << 20)
+	w := &closingWriter{ResponseWriter: rec, draining: &atomic.Bool{}}
+	if n := testing.AllocsPerRun(100, func() { _, _ = io.WriteString(w, "Hello World!\n") }); n != 0 {
+		t.Fatalf("io.WriteString through the writer: %.1f allocations a call, want 0", n)
 	}
 }
