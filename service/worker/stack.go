@@ -159,7 +159,7 @@ func (s *Stack) accessLog(next http.Handler) http.Handler {
 		start := s.opts.Now()
 		sw := &metrics.StatusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
-		if probe.Marked(r.Context()) {
+		if probe.Is(r) {
 			return
 		}
 		s.opts.Log.WithFields(logrus.Fields{

@@ -271,7 +271,7 @@ func sinceStart() time.Duration { return time.Since(started) }
 
 func (m *Metrics) instrument(b routeBlock, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if probe.Marked(r.Context()) {
+		if probe.Is(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
