@@ -47,6 +47,9 @@ import (
 // timeouts of 5 s to minutes.
 const maxMargin = time.Second
 
+// loaded is when the package was loaded: a deadline before it has passed.
+var loaded = time.Now()
+
 // marginShare is the margin as a share of the time left to a deadline: a
 // deadline 160 ms away fires up to 10 ms late.
 const marginShare = 16
@@ -136,6 +139,10 @@ type side struct {
 	has     time.Time
 	margin  time.Duration
 	unknown bool
+	// hasPast is set when the socket's deadline is one known to have
+	// passed without reading the clock (before the package was loaded:
+	// net/http's "a long time ago"); a deadline after it is set anew.
+	hasPast bool
 	// busy counts calls in progress in this direction: a deadline set
 	// meanwhile must reach the socket at once to bound them.
 	busy atomic.Int32
@@ -182,12 +189,12 @@ func (s *side) serves() bool {
 // socket's deadline later: a deadline brought nearer or set where the
 // socket has none leaves no older one to outlast, and handing it on exact
 // spares a clock read (net/http's past deadline that stops its background
-// read is one a request). After a failure (the connection closed meanwhile) the socket's
+// read, and the idle deadline after it, a request). After a failure (the connection closed meanwhile) the socket's
 // deadline is unknown, so the next call tries again; the I/O itself then
 // reports the closed connection.
 func (s *side) forward(apply func(time.Time) error) error {
 	at, margin := s.want, time.Duration(0)
-	if !at.IsZero() && !s.has.IsZero() && !s.unknown && at.After(s.has) {
+	if !at.IsZero() && !s.has.IsZero() && !s.hasPast && !s.unknown && at.After(s.has) {
 		if left := time.Until(at); left > 0 {
 			margin = min(left/marginShare, maxMargin)
 			at = at.Add(margin)
@@ -198,5 +205,6 @@ func (s *side) forward(apply func(time.Time) error) error {
 		return err
 	}
 	s.has, s.margin, s.unknown = at, margin, false
+	s.hasPast = !at.IsZero() && at.Before(loaded)
 	return nil
 }

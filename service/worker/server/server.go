@@ -88,6 +88,10 @@ type Server struct {
 	recycle  chan struct{}
 	recycled sync.Once
 	fds      *fdlimit.Guard // holds accepts back at the open-file limit
+	// since is the time since a moment read on opts.Now: time.Since on
+	// the real clock, which reads only the monotonic clock where Now
+	// reads the wall clock too (the keep-alive time bound, every request).
+	since func(time.Time) time.Duration
 
 	ready    atomic.Bool
 	draining atomic.Bool
@@ -123,15 +127,17 @@ type connInfo struct {
 
 // New wraps handler. The server does not serve until Serve.
 func New(opts Options, handler http.Handler) *Server {
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
 	s := &Server{opts: opts, recycle: make(chan struct{})}
+	if opts.Now == nil {
+		s.opts.Now, s.since = time.Now, time.Since
+	} else {
+		s.since = func(t time.Time) time.Duration { return opts.Now().Sub(t) }
+	}
 	if opts.MaxRequests > 0 {
 		s.limit = uint64(opts.MaxRequests) + jitter(opts.MaxRequestsJitter)
 	}
 	s.handler = s.track(handler)
-	s.fds = fdlimit.New(fdlimit.Options{Now: opts.Now, Log: opts.Log, Connections: func() int { return s.Stats().Connections }})
+	s.fds = fdlimit.New(fdlimit.Options{Now: s.opts.Now, Log: opts.Log, Connections: func() int { return s.Stats().Connections }})
 	s.srv = &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: opts.ReadHeaderTimeout,
@@ -240,7 +246,7 @@ func (s *Server) Serve(listeners []net.Listener, errc chan<- error) {
 // and triggers recycling.
 func (s *Server) track(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if probe.Marked(r.Context()) {
+		if probe.Is(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -258,7 +264,7 @@ func (s *Server) track(next http.Handler) http.Handler {
 		if st != nil {
 			n := st.requests.Add(1)
 			k, t := s.opts.KeepAliveRequests, s.opts.KeepAliveTime
-			cw.last = (k > 0 && n >= int64(k)) || (t > 0 && s.opts.Now().Sub(st.opened) >= t)
+			cw.last = (k > 0 && n >= int64(k)) || (t > 0 && s.since(st.opened) >= t)
 		}
 		next.ServeHTTP(cw, r)
 		if cw.status == 0 && !cw.hijacked {
