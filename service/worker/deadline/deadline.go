@@ -37,6 +37,7 @@ package deadline
 
 import (
 	"io"
+	"math"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -132,29 +133,32 @@ func (c *Conn) Close() error {
 
 // side is one direction's deadline: the one last set (want) and the one the
 // socket has (has, up to margin later than a want it still serves; unknown
-// after a failed hand-over).
+// after a failed hand-over), both as instants (see instant).
+//
+// Setting a deadline takes no lock: net/http sets eight a request, and a
+// lock each cost more than the rest of the set. It stores want, then looks
+// at busy; a call stores busy, then loads want, under the lock. The atomics
+// are sequentially consistent, so of a set and a call that race, the call
+// sees the new want or the set sees the call (and hands want on itself).
 type side struct {
-	mu      sync.Mutex
-	want    time.Time
-	has     time.Time
-	margin  time.Duration
-	unknown bool
-	// hasPast is set when the socket's deadline is one known to have
-	// passed without reading the clock (before the package was loaded:
-	// net/http's "a long time ago"); a deadline after it is set anew.
-	hasPast bool
+	want atomic.Int64
 	// busy counts calls in progress in this direction: a deadline set
 	// meanwhile must reach the socket at once to bound them.
 	busy atomic.Int32
+
+	mu      sync.Mutex // guards the rest, and hands deadlines on one at a time
+	has     int64
+	margin  int64
+	unknown bool
 }
 
 // enter readies the socket for a call in this direction.
 func (s *side) enter(apply func(time.Time) error) {
 	s.mu.Lock()
 	s.busy.Add(1)
-	if !s.serves() {
+	if want := s.want.Load(); !s.serves(want) {
 		// A failure is a closed connection: the call reports it.
-		_ = s.forward(apply)
+		_ = s.forward(want, apply)
 	}
 	s.mu.Unlock()
 }
@@ -163,48 +167,74 @@ func (s *side) leave() { s.busy.Add(-1) }
 
 // set records t, and hands it on at once when a call is in progress.
 func (s *side) set(t time.Time, apply func(time.Time) error) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.want = t
-	if s.busy.Load() == 0 || s.serves() {
+	s.want.Store(instant(t))
+	if s.busy.Load() == 0 {
 		return nil
 	}
-	return s.forward(apply)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if want := s.want.Load(); !s.serves(want) {
+		return s.forward(want, apply)
+	}
+	return nil
 }
 
 // serves reports whether the socket's deadline stands for want: both none,
 // or the socket's no earlier and at most the margin later.
-func (s *side) serves() bool {
+func (s *side) serves(want int64) bool {
 	if s.unknown {
 		return false
 	}
-	if s.want.IsZero() || s.has.IsZero() {
-		return s.want.IsZero() == s.has.IsZero()
+	if want == none || s.has == none {
+		return want == s.has
 	}
-	late := s.has.Sub(s.want)
+	late := s.has - want
 	return late >= 0 && late <= s.margin
 }
 
 // forward hands want to the socket, plus a margin when it moves the
-// socket's deadline later: a deadline brought nearer or set where the
-// socket has none leaves no older one to outlast, and handing it on exact
-// spares a clock read (net/http's past deadline that stops its background
-// read, and the idle deadline after it, a request). After a failure (the connection closed meanwhile) the socket's
-// deadline is unknown, so the next call tries again; the I/O itself then
-// reports the closed connection.
-func (s *side) forward(apply func(time.Time) error) error {
-	at, margin := s.want, time.Duration(0)
-	if !at.IsZero() && !s.has.IsZero() && !s.hasPast && !s.unknown && at.After(s.has) {
-		if left := time.Until(at); left > 0 {
-			margin = min(left/marginShare, maxMargin)
-			at = at.Add(margin)
+// socket's deadline later: a deadline brought nearer, or set where the
+// socket has none or a past one, leaves no older one to outlast, and
+// handing it on exact spares a clock read (net/http's past deadline that
+// stops its background read, and the idle deadline after it, a request).
+// After a failure (the connection closed meanwhile) the socket's deadline
+// is unknown, so the next call tries again; the I/O itself then reports
+// the closed connection.
+func (s *side) forward(want int64, apply func(time.Time) error) error {
+	at, margin := want, int64(0)
+	if want != none && s.has != none && s.has > 0 && !s.unknown && want > s.has {
+		if left := time.Until(timeOf(want)); left > 0 {
+			margin = int64(min(left/marginShare, maxMargin))
+			at += margin
 		}
 	}
-	if err := apply(at); err != nil {
+	if err := apply(timeOf(at)); err != nil {
 		s.unknown = true
 		return err
 	}
 	s.has, s.margin, s.unknown = at, margin, false
-	s.hasPast = !at.IsZero() && at.Before(loaded)
 	return nil
+}
+
+// none is the instant of the zero time: no deadline.
+const none = math.MinInt64
+
+// instant is t as nanoseconds since the package was loaded, read on the
+// monotonic clock when t has a reading of it (every deadline net/http
+// sets): one word, stored and compared atomically. A negative instant has
+// passed (net/http's "a long time ago" among them) without a look at the
+// clock. The zero time is none; instants beyond ±292 years stop there.
+func instant(t time.Time) int64 {
+	if t.IsZero() {
+		return none
+	}
+	return max(int64(t.Sub(loaded)), none+1)
+}
+
+// timeOf is the time of an instant, with a monotonic reading.
+func timeOf(i int64) time.Time {
+	if i == none {
+		return time.Time{}
+	}
+	return loaded.Add(time.Duration(i))
 }

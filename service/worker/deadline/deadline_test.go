@@ -193,7 +193,8 @@ func TestKeepAliveRequestsSpareTheSocket(t *testing.T) {
 	r0, w0 := serveKeepAlive(t, false, n)
 	r1, w1 := serveKeepAlive(t, true, n)
 	t.Logf("deadlines the socket got for %d requests: read %d, write %d unwrapped; read %d, write %d wrapped", n, r0, w0, r1, w1)
-	if r0 < 5*n || w0 < 2*n {
+	// The last request's calls may still be on their way as they are counted.
+	if r0 < 5*n-10 || w0 < 2*n-10 {
 		t.Fatalf("unwrapped, the socket got %d read and %d write deadlines: net/http no longer sets what this test measures", r0, w0)
 	}
 	if r1 > r0*6/10 {
