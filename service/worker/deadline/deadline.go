@@ -79,23 +79,26 @@ func New(c TCP) *Conn { return &Conn{TCP: c} }
 // Read reads under the read deadline last set.
 func (c *Conn) Read(b []byte) (int, error) {
 	c.read.enter(c.TCP.SetReadDeadline)
-	defer c.read.leave()
-	return c.TCP.Read(b)
+	n, err := c.TCP.Read(b)
+	c.read.leave()
+	return n, err
 }
 
 // Write writes under the write deadline last set.
 func (c *Conn) Write(b []byte) (int, error) {
 	c.write.enter(c.TCP.SetWriteDeadline)
-	defer c.write.leave()
-	return c.TCP.Write(b)
+	n, err := c.TCP.Write(b)
+	c.write.leave()
+	return n, err
 }
 
 // ReadFrom writes what r holds under the write deadline last set, with the
 // wrapped connection's sendfile or splice where it has one.
 func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
 	c.write.enter(c.TCP.SetWriteDeadline)
-	defer c.write.leave()
-	return c.TCP.ReadFrom(r)
+	n, err := c.TCP.ReadFrom(r)
+	c.write.leave()
+	return n, err
 }
 
 // SetReadDeadline sets the deadline of reads to come and of a read in

@@ -18,14 +18,6 @@ const lingerDelay = 500 * time.Millisecond
 // net/http bounds the body it discards after a handler (256 KiB).
 const lingerMaxBytes = 256 << 10
 
-// tcpConn is what lingerConn needs of a connection: a half-close, and the
-// ReadFrom net/http uses to send a file with sendfile.
-type tcpConn interface {
-	net.Conn
-	io.ReaderFrom
-	CloseWrite() error
-}
-
 // lingerListener hands out connections that can end gracefully (lingerConn),
 // their deadlines handed to the socket only when I/O runs under them
 // (package deadline).
@@ -33,8 +25,10 @@ type lingerListener struct{ net.Listener }
 
 func (l lingerListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
-	if tc, ok := c.(tcpConn); ok && err == nil {
-		return &lingerConn{tcpConn: deadline.New(tc)}, nil
+	// A TCP connection has what lingerConn needs: a half-close, and the
+	// ReadFrom net/http uses to send a file with sendfile.
+	if tc, ok := c.(deadline.TCP); ok && err == nil {
+		return &lingerConn{Conn: deadline.New(tc)}, nil
 	}
 	return c, err
 }
@@ -54,7 +48,9 @@ func (l lingerListener) Unwrap() net.Listener { return l.Listener }
 // then end of stream) and read on until the client closes, or for a short
 // while.
 type lingerConn struct {
-	tcpConn
+	// The connection, by pointer rather than as an interface: every read,
+	// write and deadline of every request goes through it.
+	*deadline.Conn
 	linger atomic.Bool // set by lingerOnClose, taken by the first Close
 	// stats are the connection's numbers, set before net/http reports its
 	// first state: its ConnState hook reads them (Server.rejected).
@@ -77,7 +73,7 @@ func (c *lingerConn) Close() error {
 		// Errors leave nothing to do: the connection is being closed.
 		_ = c.CloseWrite()
 		_ = c.SetReadDeadline(time.Now().Add(lingerDelay))
-		_, _ = io.CopyN(io.Discard, c.tcpConn, lingerMaxBytes)
+		_, _ = io.CopyN(io.Discard, c.Conn, lingerMaxBytes)
 	}
-	return c.tcpConn.Close()
+	return c.Conn.Close()
 }
