@@ -147,7 +147,7 @@ func newPlan(cpus int, repo string, f flags) bench.Plan {
 			Cells: []bench.CurveCell{{Route: "/", KeepAlive: true}, {Route: "/", KeepAlive: false}, {Route: "/fib?n=25", KeepAlive: true}},
 		},
 		Anchors: &bench.AnchorPlan{Anchors: bench.DefaultAnchors(repo, cpus, nil)},
-		Stack:   &bench.StackPlan{Route: "/", Rounds: 6, Concurrency: f.concurrency, Duration: 3 * time.Second},
+		Stack:   &bench.StackPlan{Route: "/", Rounds: 6, Concurrency: f.concurrency, Duration: 3 * time.Second, AtOnce: 6},
 		Spike: &bench.SpikePlan{
 			Route: "/fib?n=30", Layout: layout, Factor: 10, UnloadedFraction: 0.05,
 			Duration: f.spikeDuration, Concurrency: 256, Timeout: 10 * time.Second, On: on, Off: off, Rounds: 3,

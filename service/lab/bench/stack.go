@@ -2,14 +2,17 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/config/unitfile"
 	"github.com/clusterapp/clusterapp/service/lab/loadgen"
 	"github.com/clusterapp/clusterapp/service/lab/sandbox"
 )
@@ -22,11 +25,19 @@ import (
 // Route is loaded on each in turn, Rounds times. Runs minutes apart on a
 // shared machine move by more than the stack costs; runs taking turns see
 // the same drift.
+//
+// AtOnce rounds follow, which load the worker and bare in the unit at the
+// same time, each from its own generator: the two servers share CPU 0 and
+// the generators the other CPUs (plan.CPUs >= 2), so whatever else the
+// machine does weighs on both alike. In turn, the same build's CPU per
+// request moved ±8% between rounds on the 2-CPU guest of docs/benchmarks.md;
+// at once, the ratio of the two moved ±1%.
 type StackPlan struct {
 	Route       string        // e.g. "/"
 	Rounds      int           // default 1
 	Concurrency int           // keep-alive connections
 	Duration    time.Duration // of each run
+	AtOnce      int           // rounds at once; 0: none
 }
 
 // StackGODEBUG is what bare net/http runs with beside the worker in the
@@ -45,7 +56,25 @@ type StackResult struct {
 	Pool, Bare       []float64
 	PoolCPU, BareCPU []float64 `json:",omitempty"`
 	Unit, UnitCPU    []float64 `json:",omitempty"`
-	Skipped          string    `json:",omitempty"`
+	// Once* are the rounds at once (StackPlan.AtOnce): the worker's and
+	// bare in the unit's req/s and CPU per request, each pair measured
+	// over the same seconds.
+	OncePool, OncePoolCPU []float64 `json:",omitempty"`
+	OnceUnit, OnceUnitCPU []float64 `json:",omitempty"`
+	Skipped               string    `json:",omitempty"`
+}
+
+// OnceCPURatio is StackCPURatio over the rounds at once: the median of
+// each round's ratio, since each round's pair saw the same seconds (0
+// without them).
+func (s *StackResult) OnceCPURatio() float64 {
+	var r []float64
+	for i := range min(len(s.OncePoolCPU), len(s.OnceUnitCPU)) {
+		if s.OncePoolCPU[i] > 0 {
+			r = append(r, s.OnceUnitCPU[i]/s.OncePoolCPU[i])
+		}
+	}
+	return median(r)
 }
 
 // Ratio is the pool's median req/s over bare's (0 without runs): the
@@ -130,7 +159,7 @@ func (r *Runner) stack(ctx context.Context, plan Plan) (*StackResult, error) {
 		return nil, fmt.Errorf("handler stack: %w", err)
 	}
 	defer stop()
-	stopUnit, err := r.startBareUnit(ctx, bare.Argv[0])
+	stopUnit, err := r.startBareUnit(ctx, bare.Argv[0], plan.CPUs)
 	if err != nil {
 		return nil, fmt.Errorf("handler stack: %w", err)
 	}
@@ -171,25 +200,107 @@ func (r *Runner) stack(ctx context.Context, plan Plan) (*StackResult, error) {
 		r.logf("   round %d: %s %.1f req/s (%.1f µs CPU/req), bare in its unit %.1f req/s (%.1f µs), bare %.1f req/s (%.1f µs)",
 			i+1, baseline.Name, res.Pool[i], res.PoolCPU[i], res.Unit[i], res.UnitCPU[i], res.Bare[i], res.BareCPU[i])
 	}
+	if sp.AtOnce > 0 && plan.CPUs >= 2 {
+		if err := r.stackAtOnce(ctx, plan, sides[0].url, sides[1].url, res); err != nil {
+			return nil, err
+		}
+	}
 	return res, nil
+}
+
+// pinScript binds every thread of the main process of each active unit
+// matching $2 to the CPUs $1 (threads started later inherit it).
+const pinScript = `for u in $(systemctl list-units --plain --no-legend --state=active "$2" | cut -d' ' -f1); do
+  p=$(systemctl show -p MainPID --value "$u")
+  [ "$p" -gt 0 ] 2>/dev/null && taskset -a -p -c "$1" "$p" >/dev/null
+done`
+
+// stackAtOnce runs the rounds at once (StackPlan): the worker (pool) and
+// bare in the unit (unit) bound to CPU 0, each loaded from a generator
+// bound to the other CPUs with half the connections (the pair has the
+// cells' count between them: more only queue at the generators' CPUs),
+// both runs started together. Both run with
+// GOMAXPROCS = plan.CPUs set explicitly (the baseline's environment file,
+// bare's drop-in), so neither shrinks to the one CPU it is bound to. The
+// servers are unbound again after.
+func (r *Runner) stackAtOnce(ctx context.Context, plan Plan, pool, unit string, res *StackResult) error {
+	sp := plan.Stack
+	pin := func(cpus string) error {
+		for _, pattern := range []string{config.WorkerPattern, BareUnit} {
+			if _, err := r.Box.Exec(ctx, 10*time.Second, "sh", "-c", pinScript, "pin", cpus, pattern); err != nil {
+				return fmt.Errorf("handler stack at once: bind %s to CPUs %s: %w", pattern, cpus, err)
+			}
+		}
+		return nil
+	}
+	if err := pin("0"); err != nil {
+		return err
+	}
+	defer func() { _ = pin(fmt.Sprintf("0-%d", plan.CPUs-1)) }() // the next section restarts the workers anyway
+	others := "1"
+	if plan.CPUs > 2 {
+		others = fmt.Sprintf("1-%d", plan.CPUs-1)
+	}
+	r.logf(">> handler stack at once: %s and bare in the worker's unit on CPU 0, their generators on CPUs %s, %d rounds", BaselineName, others, sp.AtOnce)
+	sides := []struct{ url, units string }{{pool, config.WorkerPattern}, {unit, BareUnit}}
+	for round := range sp.AtOnce + 1 {
+		var runs [2]CurveRun
+		var errs [2]error
+		var wg sync.WaitGroup
+		for i, t := range sides {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				d := sp.Duration
+				if round == 0 { // an uncounted second of each, bound as they will run
+					d = time.Second
+				}
+				runs[i], errs[i] = r.counted(ctx, t.units, func() (*loadgen.Result, error) {
+					return r.loadURL(ctx, others, t.url, d, "-c", strconv.Itoa(max(sp.Concurrency/2, 1)), "-d", d.String(), "-keepalive=true")
+				})
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs[:]...); err != nil {
+			return fmt.Errorf("handler stack at once: %w", err)
+		}
+		if round == 0 {
+			continue
+		}
+		_, pc := runs[0].PerRequest()
+		_, uc := runs[1].PerRequest()
+		res.OncePool, res.OncePoolCPU = append(res.OncePool, Goodput(runs[0].Result)), append(res.OncePoolCPU, pc)
+		res.OnceUnit, res.OnceUnitCPU = append(res.OnceUnit, Goodput(runs[1].Result)), append(res.OnceUnitCPU, uc)
+		r.logf("   at once %d: %s %.1f req/s (%.1f µs CPU/req), bare in its unit %.1f req/s (%.1f µs): %.3f",
+			round, BaselineName, res.OncePool[round-1], pc, res.OnceUnit[round-1], uc, uc/pc)
+	}
+	return nil
 }
 
 // startBareUnit installs bare's units derived from the worker's (BareUnits;
 // bin is bare's path in the box) and starts its socket; stop stops both
 // and removes them.
-func (r *Runner) startBareUnit(ctx context.Context, bin string) (stop func(), err error) {
+func (r *Runner) startBareUnit(ctx context.Context, bin string, gomaxprocs int) (stop func(), err error) {
 	service, socket, err := BareUnits(r.Box.Src, bin)
 	if err != nil {
 		return nil, err
 	}
-	for unit, text := range map[string]string{BareUnit: service, BareSocketUnit: socket} {
-		if err := r.Box.WriteFile(ctx, bareUnitDir+"/"+unit, text); err != nil {
+	// GOMAXPROCS as the baseline's environment file sets it for the worker:
+	// explicit, so the runtime keeps it when the rounds at once bind the
+	// process to one CPU (it would follow the binding otherwise).
+	dropIn, err := unitfile.New("").Section("Service").Set("Environment", fmt.Sprintf("GOMAXPROCS=%d", gomaxprocs)).String()
+	if err != nil {
+		return nil, err
+	}
+	files := map[string]string{BareUnit: service, BareSocketUnit: socket, BareUnit + ".d/gomaxprocs.conf": dropIn}
+	for name, text := range files {
+		if err := r.Box.WriteFile(ctx, bareUnitDir+"/"+name, text); err != nil {
 			return nil, err
 		}
 	}
 	stop = func() {
 		_, _ = r.Box.Exec(context.Background(), time.Minute, "sh", "-c",
-			"systemctl stop "+BareSocketUnit+" "+BareUnit+"; rm -f "+bareUnitDir+"/"+BareUnit+" "+bareUnitDir+"/"+BareSocketUnit+"; systemctl daemon-reload")
+			"systemctl stop "+BareSocketUnit+" "+BareUnit+"; rm -rf "+bareUnitDir+"/"+BareUnit+" "+bareUnitDir+"/"+BareUnit+".d "+bareUnitDir+"/"+BareSocketUnit+"; systemctl daemon-reload")
 	}
 	if _, err := r.Box.Exec(ctx, time.Minute, "sh", "-c", "systemctl daemon-reload && systemctl start "+BareSocketUnit); err != nil {
 		stop()
@@ -265,4 +376,21 @@ func WriteStack(w io.Writer, res *Results) {
 	table("2xx req/s", "%.1f", s.Pool, s.Unit, s.Bare, true)
 	p.printf("\n")
 	table("CPU µs / request", "%.1f", s.PoolCPU, s.UnitCPU, s.BareCPU, false)
+	writeStackAtOnce(p, s)
+}
+
+// writeStackAtOnce writes the rounds at once, each with its own ratio: the
+// median is of those ratios, each over one pair of runs.
+func writeStackAtOnce(p *printer, s *StackResult) {
+	n := min(len(s.OncePool), len(s.OncePoolCPU), len(s.OnceUnit), len(s.OnceUnitCPU))
+	if n == 0 {
+		return
+	}
+	p.printf("\nAt once: both servers on CPU 0, each loaded from its own generator on the other CPUs, over the same seconds.\n\n")
+	p.printf("| round | %s: 2xx req/s | CPU µs / request | bare in the worker's unit: 2xx req/s | CPU µs / request | **the stack:** bare in the unit's CPU ÷ %s's |\n|---|---|---|---|---|---|\n",
+		BaselineName, BaselineName)
+	for i := range n {
+		p.printf("| %d | %.1f | %.1f | %.1f | %.1f | %s |\n", i+1, s.OncePool[i], s.OncePoolCPU[i], s.OnceUnit[i], s.OnceUnitCPU[i], Ratio(s.OnceUnitCPU[i], s.OncePoolCPU[i]))
+	}
+	p.printf("| median | %.1f | %.1f | %.1f | %.1f | **%.2f×** |\n", median(s.OncePool[:n]), median(s.OncePoolCPU[:n]), median(s.OnceUnit[:n]), median(s.OnceUnitCPU[:n]), s.OnceCPURatio())
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,4 +153,86 @@ func TestStackSkipsWithoutBare(t *testing.T) {
 	if !strings.Contains(page.String(), "Skipped: bin/clusterapp-bare is missing") {
 		t.Fatalf("page: %s", page.String())
 	}
+}
+
+// The rounds at once bind both servers to CPU 0, load the worker and bare in
+// the unit from generators bound to the other CPU, both in every round
+// after an uncounted one, read each server's CPU around its own run, and
+// unbind the servers at the end. Bare in the unit gets the baseline's
+// GOMAXPROCS, set, so that its runtime does not shrink to the one CPU.
+func TestStackAtOnceSharesTheSeconds(t *testing.T) {
+	repo, err := filepath.Abs("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var pins, onceLoads []string
+	units := map[string]string{}
+	cpu := map[string]uint64{}
+	box := &sandbox.Driver{Name: "t", Src: repo, Command: func(ctx context.Context, args ...string) ([]byte, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		cmd := strings.Join(args, " ")
+		switch {
+		case strings.Contains(cmd, "schedstat"):
+			// 18 ms of CPU per reading of the pool, 17 of bare in the
+			// unit: 20 µs for each of the pool's 900 responses, 17.9 for
+			// each of the unit's 950.
+			pattern := args[len(args)-1]
+			cpu[pattern] += map[bool]uint64{true: 18e6, false: 17e6}[pattern == config.WorkerPattern]
+			return []byte(fmt.Sprintf("%d 5", cpu[pattern])), nil
+		case strings.Contains(cmd, "taskset -a -p"):
+			pins = append(pins, args[len(args)-2]+" "+args[len(args)-1])
+		case strings.HasPrefix(cmd, "cp t ") && strings.Contains(cmd, " "+bareUnitDir+"/"):
+			body, err := readCopied(args[2])
+			units[filepath.Base(args[3])] = body
+			return nil, err
+		case strings.Contains(cmd, "systemctl list-units"):
+			return []byte(unitListing(1)), nil
+		case strings.Contains(cmd, "curl"):
+			return []byte("200"), nil
+		case strings.Contains(cmd, sandbox.LoadPath):
+			bound := strings.Contains(cmd, "taskset -c 1 ")
+			if strings.Contains(cmd, "127.0.0.1:18094/") {
+				if bound {
+					onceLoads = append(onceLoads, "unit")
+				}
+				return []byte(`{"ok":950,"responses":950,"requests":950,"elapsed_ns":1000000000}`), nil
+			}
+			if strings.Contains(cmd, "127.0.0.1:18090/") {
+				return []byte(`{"ok":1000,"responses":1000,"requests":1000,"elapsed_ns":1000000000}`), nil
+			}
+			if bound {
+				onceLoads = append(onceLoads, "pool")
+			}
+			return []byte(`{"ok":900,"responses":900,"requests":900,"elapsed_ns":1000000000}`), nil
+		}
+		return nil, nil
+	}}
+	anchors := DefaultAnchors(t.TempDir(), 2, func(string) (string, error) { return "", nil })
+	anchors[0].Skip, anchors[0].prepare = "", nil
+	plan := Plan{CPUs: 2, Configs: DefaultConfigurations(2), Anchors: &AnchorPlan{Anchors: anchors},
+		Stack: &StackPlan{Route: "/", Rounds: 1, Concurrency: 8, Duration: time.Second, AtOnce: 2}}
+	res, err := (&Runner{Box: box}).stack(context.Background(), plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(pins, ", "), "0 "+config.WorkerPattern+", 0 "+BareUnit+", 0-1 "+config.WorkerPattern+", 0-1 "+BareUnit; got != want {
+		t.Fatalf("bound %q, want both servers to CPU 0, then back to every CPU", got)
+	}
+	if len(onceLoads) != 6 || strings.Count(strings.Join(onceLoads, " "), "pool") != 3 {
+		t.Fatalf("loads bound to CPU 1: %q, want the pool and bare in the unit in each of 3 rounds (1 uncounted)", onceLoads)
+	}
+	if !strings.Contains(units["gomaxprocs.conf"], "Environment=GOMAXPROCS=2\n") {
+		t.Fatalf("bare's drop-in:\n%s\nwant GOMAXPROCS=2 set", units["gomaxprocs.conf"])
+	}
+	if len(res.OncePoolCPU) != 2 || len(res.OnceUnitCPU) != 2 {
+		t.Fatalf("rounds at once: pool %v, unit %v; want 2 each", res.OncePoolCPU, res.OnceUnitCPU)
+	}
+	if r := res.OnceCPURatio(); r < 17.0/950/(18.0/900)-0.001 || r > 17.0/950/(18.0/900)+0.001 {
+		t.Fatalf("OnceCPURatio = %v, want %.3f", r, 17.0/950/(18.0/900))
+	}
+	var page bytes.Buffer
+	WriteStack(&page, &Results{Stack: res})
+	containsAll(t, "the table at once", page.String(), "At once: both servers on CPU 0", "| median | 900.0 | 20.0 | 950.0 | 17.9 | **0.89×** |")
 }
