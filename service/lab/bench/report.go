@@ -80,10 +80,10 @@ func WriteMarkdown(w io.Writer, res *Results, chart, notes string) error {
 			if n := res.Plan.Stack.AtOnce; n > 0 && res.Plan.CPUs >= 2 {
 				p.printf("Then %d rounds load the worker and bare in the unit at the same time, each from its own generator with\n", n)
 				p.printf("half the connections (`-c %d`): both servers bound to CPU 0 (`taskset`, every thread; both with\n", max(res.Plan.Stack.Concurrency/2, 1))
-				p.printf("GOMAXPROCS=%d set, so neither\n", res.Plan.CPUs)
-				p.printf("runtime shrinks to the one CPU), the generators to the other CPUs. Each round's two CPU readings cover the\n")
-				p.printf("same seconds, so what else the machine does weighs on both alike: in turn, one build's CPU per request\n")
-				p.printf("moves by several percent from round to round; at once, the ratio moves by about one.\n")
+				p.printf("GOMAXPROCS=%d set, so neither runtime shrinks to the one CPU), the generators to the other CPUs.\n", res.Plan.CPUs)
+				p.printf("Each round's two CPU readings cover the same seconds, so what else the machine does weighs on both\n")
+				p.printf("alike: in turn, one build's CPU per request moves by several percent from round to round; at once,\n")
+				p.printf("the ratio moves by about one.\n")
 			}
 			p.printf("\n")
 			WriteStack(p, res)
