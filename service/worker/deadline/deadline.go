@@ -10,11 +10,13 @@
 // that stops that read, and to none again; the write deadline is set before
 // the handler and cleared after it. Each call takes the descriptor's lock,
 // reads the clock twice when it sets a time (time.Until, then the
-// runtime's nanotime) and moves or stops a runtime timer: about 680 ns a
-// request on the 2-CPU KVM guest of docs/benchmarks.md against 320 ns for
-// bare net/http's two timer-setting calls, and clock reads (about 23 ns
-// each there) were the largest single part of the handler stack's gap to
-// bare net/http (issue 12).
+// runtime's nanotime) and moves or stops a runtime timer: the eight took
+// 680 ns in a tight loop on the 2-CPU KVM guest of docs/benchmarks.md,
+// against 320 ns for the seven of bare net/http, which sets one timeout,
+// and clock reads (about 23 ns each there) were the largest single part of
+// the handler stack's gap to bare net/http (issue 12). Handed on as below,
+// a keep-alive request cost about 5% less CPU (docs/benchmarks.md, notes,
+// "The handler stack made cheaper, and measured at once").
 //
 // Most of those deadlines bound nothing: a request that arrives in one
 // segment is read whole by the wait for its first bytes, so the headers'
