@@ -82,8 +82,7 @@ func WriteMarkdown(w io.Writer, res *Results, chart, notes string) error {
 				p.printf("half the connections (`-c %d`): both servers bound to CPU 0 (`taskset`, every thread; both with\n", max(res.Plan.Stack.Concurrency/2, 1))
 				p.printf("GOMAXPROCS=%d set, so neither runtime shrinks to the one CPU), the generators to the other CPUs.\n", res.Plan.CPUs)
 				p.printf("Each round's two CPU readings cover the same seconds, so what else the machine does weighs on both\n")
-				p.printf("alike: in turn, one build's CPU per request moves by several percent from round to round; at once,\n")
-				p.printf("the ratio moves by about one.\n")
+				p.printf("alike, and the rounds' ratios spread less than in turn (compare the rounds of the two tables).\n")
 			}
 			p.printf("\n")
 			WriteStack(p, res)

@@ -29,9 +29,9 @@ import (
 // AtOnce rounds follow, which load the worker and bare in the unit at the
 // same time, each from its own generator: the two servers share CPU 0 and
 // the generators the other CPUs (plan.CPUs >= 2), so whatever else the
-// machine does weighs on both alike. In turn, the same build's CPU per
-// request moved ±8% between rounds on the 2-CPU guest of docs/benchmarks.md;
-// at once, the ratio of the two moved ±1%.
+// machine does weighs on both alike. On the 2-CPU guest of
+// docs/benchmarks.md the stack's CPU ratio of one run's rounds spread over
+// 0.93-1.15 in turn, and over 0.86-0.92 at once.
 type StackPlan struct {
 	Route       string        // e.g. "/"
 	Rounds      int           // default 1
