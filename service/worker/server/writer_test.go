@@ -88,13 +88,7 @@ func TestHandlerWriterFlushesAndHijacks(t *testing.T) {
 // connection the drain was about to close.
 func TestEmptyAnswerStillEndsTheConnection(t *testing.T) {
 	_, addr := newServer(t, func(o *Options) { o.KeepAliveRequests = 2 }, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-	br := bufio.NewReader(conn)
+	conn, br := keepAliveClient(t, addr)
 	for i := 1; i <= 2; i++ {
 		io.WriteString(conn, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 		resp, err := http.ReadResponse(br, nil)
@@ -140,13 +134,7 @@ func TestHandlerWriterWritesStringsAndFiles(t *testing.T) {
 		}
 	})
 	_, addr := newServer(t, func(o *Options) { o.KeepAliveRequests = 2 }, h)
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-	br := bufio.NewReader(conn)
+	conn, br := keepAliveClient(t, addr)
 	for i, c := range []struct{ path, body, ctype string }{
 		{"/string", "a string\n", "text/plain; charset=utf-8"},
 		{"/file", page, "text/html; charset=utf-8"},
@@ -178,4 +166,17 @@ func TestHandlerWriterWritesStringsWithoutCopies(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { _, _ = io.WriteString(w, "Hello World!\n") }); n != 0 {
 		t.Fatalf("io.WriteString through the writer: %.1f allocations a call, want 0", n)
 	}
+}
+
+// keepAliveClient is one client connection to addr, closed at the test's
+// end, with 5 s to do its work, and a reader for its responses.
+func keepAliveClient(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	return conn, bufio.NewReader(conn)
 }
