@@ -444,3 +444,18 @@ func TestMedianRoundOfTwoIsTheLower(t *testing.T) {
 		t.Errorf("medianRound of one = %d", got)
 	}
 }
+
+// A step's line in the log says how far into the run it starts, so a slow
+// section shows in the log; other lines are written as they are.
+func TestStepLinesCarryTheTimeIntoTheRun(t *testing.T) {
+	var log strings.Builder
+	r := &Runner{Log: &log}
+	r.logf(">> before the run")
+	r.started = time.Now().Add(-125 * time.Second)
+	r.logf(">> curve, %s", "1 process")
+	r.logf("   detail %d", 7)
+	want := ">> before the run\n>> [2m5s] curve, 1 process\n   detail 7\n"
+	if log.String() != want {
+		t.Fatalf("log:\n%s\nwant:\n%s", log.String(), want)
+	}
+}

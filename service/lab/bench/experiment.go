@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/clusterapp/clusterapp/service/lab/loadgen"
@@ -176,18 +177,27 @@ type Runner struct {
 	// ReadyTimeout bounds how long a configuration's workers may take to
 	// start; default 30s.
 	ReadyTimeout time.Duration
+
+	started time.Time // when Run began: a step's line says how far in it starts
 }
 
+// logf writes a line of progress; a step's line (">> ...") carries the time
+// since Run began, so a run's log shows where its minutes went.
 func (r *Runner) logf(format string, args ...any) {
-	if r.Log != nil {
-		fmt.Fprintf(r.Log, format+"\n", args...)
+	if r.Log == nil {
+		return
 	}
+	if rest, ok := strings.CutPrefix(format, ">> "); ok && !r.started.IsZero() {
+		format = ">> [" + time.Since(r.started).Round(time.Second).String() + "] " + rest
+	}
+	fmt.Fprintf(r.Log, format+"\n", args...)
 }
 
 // Run measures every configuration, then the worker-count curve and the
 // anchors, the spike scenario and the faults.
 func (r *Runner) Run(ctx context.Context, plan Plan) (*Results, error) {
 	res := &Results{Plan: plan}
+	r.started = time.Now()
 	var fixedRates map[string]float64 // by route, from the reference
 	for i, c := range plan.Configs {
 		cr, err := r.measureConfig(ctx, plan, c, fixedRates)
