@@ -95,6 +95,29 @@ func (c CurveCellResult) Median() (rate, wakeups, cpuMicros float64) {
 	return median(rates), median(wakes), median(cpus)
 }
 
+// RoundRatios returns, round by round, this cell's 2xx rate over base's in
+// the same round. A round measures every configuration once, a few seconds
+// apart, so each ratio sees one stretch of a shared machine's drift; their
+// spread says how far one round's reading can be trusted.
+func (c CurveCellResult) RoundRatios(base CurveCellResult) []float64 {
+	var out []float64
+	for i := range min(len(c.Runs), len(base.Runs)) {
+		if b := Goodput(base.Runs[i].Result); b > 0 {
+			out = append(out, Goodput(c.Runs[i].Result)/b)
+		}
+	}
+	return out
+}
+
+// roundSpread formats RoundRatios as " (lowest-highest)", or "" for fewer
+// than two rounds.
+func roundSpread(ratios []float64) string {
+	if len(ratios) < 2 {
+		return ""
+	}
+	return fmt.Sprintf(" (%.2f-%.2f)", slices.Min(ratios), slices.Max(ratios))
+}
+
 // CurveConfiguration is the pool of n workers at the shipped defaults (the
 // worker sizes its GOMAXPROCS itself), with the cache and rate limit off.
 func CurveConfiguration(n int) Configuration {
@@ -247,6 +270,8 @@ func writeCurveMethod(p *printer, res *Results) {
 	p.printf("- Closed loop: `clusterapp-load -c %d -d %s`, keep-alive or a new connection per request, %d runs per cell,\n",
 		cp.Concurrency, cp.Duration, cp.Repeats)
 	p.printf("  in rounds (every configuration once per round, applied afresh); medians. Same generator, same box, same %d CPUs as the workers.\n", res.Machine.CPUs)
+	p.printf("- \"× %s\": the ratio of the medians; in brackets the lowest and highest of each round's own ratio\n", BaselineName)
+	p.printf("  (the point's run over the baseline's run of the same round), which says how far one run can be trusted.\n")
 	p.printf("- Wake-ups per request: how many times the workers' threads were put on a CPU during the run (the\n")
 	p.printf("  third field of `/proc/PID/task/TID/schedstat`, summed over every thread of every worker), divided\n")
 	p.printf("  by the 2xx responses; CPU per request likewise from the first field. What grows with N: each\n")
@@ -261,15 +286,19 @@ func writeCurveMethod(p *printer, res *Results) {
 func WriteCurve(w io.Writer, res *Results) {
 	p := asPrinter(w)
 	c := res.Curve
-	p.printf("| cell | configuration | 2xx req/s | × %s | wake-ups / request | CPU µs / request |\n|---|---|---|---|---|---|\n", BaselineName)
+	p.printf("| cell | configuration | 2xx req/s | × %s (each round's) | wake-ups / request | CPU µs / request |\n|---|---|---|---|---|---|\n", BaselineName)
 	for i, cell := range res.Plan.Curve.Cells {
 		base, _, _ := c.Baseline.Cells[i].Median()
-		for _, pt := range append([]CurvePoint{c.Baseline}, c.Points...) {
+		for j, pt := range append([]CurvePoint{c.Baseline}, c.Points...) {
 			if i >= len(pt.Cells) {
 				continue
 			}
 			rate, wakes, cpu := pt.Cells[i].Median()
-			p.printf("| %s | %s | %.1f | %s | %.2f | %.1f |\n", cell, pt.Config.Name, rate, Ratio(rate, base), wakes, cpu)
+			spread := ""
+			if j > 0 {
+				spread = roundSpread(pt.Cells[i].RoundRatios(c.Baseline.Cells[i]))
+			}
+			p.printf("| %s | %s | %.1f | %s%s | %.2f | %.1f |\n", cell, pt.Config.Name, rate, Ratio(rate, base), spread, wakes, cpu)
 		}
 	}
 	p.printf("\nGOMAXPROCS per worker after the runs: ")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -189,4 +190,58 @@ func TestWriteAnchors(t *testing.T) {
 		"| clusterapp, 1 process | 1000.0 (1.05×) | 400.0 (1.33×) |",
 		"| nginx `return 200` | 1900.0 (2.00×) | – |",
 		"- Node cluster (Express): **skipped**: node is not installed")
+}
+
+// Each round's ratio pairs a point's run with the baseline's run of the same
+// round; the table gives their spread beside the ratio of the medians.
+func TestCurveShowsEachRoundsRatio(t *testing.T) {
+	res := curveSample()
+	runs := func(oks ...int) []CurveRun {
+		var out []CurveRun
+		for _, ok := range oks {
+			out = append(out, CurveRun{Result: &loadgen.Result{OK: ok, Responses: ok, Elapsed: time.Second}, Wakeups: 1, CPUNs: 1})
+		}
+		return out
+	}
+	res.Curve.Baseline.Cells[1].Runs = runs(400, 200, 300)
+	res.Curve.Points[0].Cells[1].Runs = runs(300, 240, 270)
+	got := res.Curve.Points[0].Cells[1].RoundRatios(res.Curve.Baseline.Cells[1])
+	if want := []float64{0.75, 1.2, 0.9}; !slices.Equal(got, want) {
+		t.Fatalf("round ratios %v, want %v", got, want)
+	}
+	var out strings.Builder
+	WriteCurve(&out, res)
+	containsAll(t, "curve table", out.String(),
+		"| `/` new connection | 1 process | 300.0 | 1.00× | ",
+		"| `/` new connection | 2 workers | 270.0 | 0.90× (0.75-1.20) |",
+		"| `/` keep-alive | 2 workers | 950.0 | 0.95× | ")
+}
+
+// The anchors carry no target: they run their own number of times per cell
+// (fewer than the curve's rounds), and the curve's when they name none.
+func TestAnchorsRunTheirOwnRepeats(t *testing.T) {
+	for _, tc := range []struct{ anchorRepeats, want int }{{2, 2}, {0, 5}} {
+		loads := 0
+		box := &sandbox.Driver{Name: "t", Command: func(ctx context.Context, args ...string) ([]byte, error) {
+			cmd := strings.Join(args, " ")
+			switch {
+			case strings.Contains(cmd, sandbox.LoadPath):
+				loads++
+				return []byte(`{"ok":500,"responses":500,"requests":500,"elapsed_ns":1000000000}`), nil
+			case strings.Contains(cmd, "curl"):
+				return []byte("200"), nil
+			}
+			return nil, nil
+		}}
+		plan := Plan{CPUs: 2,
+			Curve:   &CurvePlan{Repeats: 5, Duration: time.Second, Concurrency: 8, Cells: []CurveCell{{Route: "/", KeepAlive: true}}},
+			Anchors: &AnchorPlan{Anchors: []Anchor{{Name: "x", Port: 18090, Routes: []string{"/"}, Argv: []string{"/bin/x"}}}, Repeats: tc.anchorRepeats}}
+		res, err := (&Runner{Box: box}).anchors(context.Background(), plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if loads != tc.want || len(res[0].Cells[0].Runs) != tc.want {
+			t.Errorf("AnchorPlan.Repeats %d: %d loads, %d runs; want %d", tc.anchorRepeats, loads, len(res[0].Cells[0].Runs), tc.want)
+		}
+	}
 }
