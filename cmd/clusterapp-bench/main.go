@@ -10,7 +10,7 @@
 // and docs/benchmarks-curve.svg. All load goes to the box's own 127.0.0.1,
 // from the project's generator run inside the box; every run is bounded.
 //
-//	clusterapp-bench [-repo .] [-box bench] [-cell 4s] [-out docs]
+//	clusterapp-bench [-repo .] [-box bench] [-cell 3s] [-out docs]
 //
 // Exit status: 0 when every run was made (whatever the numbers), 1 when one
 // could not be (the box did not boot, a worker did not start, nothing was
@@ -66,7 +66,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.repo, "repo", ".", "repository root: bin/ (built), systemd/, scripts/sandbox")
 	fs.StringVar(&f.box, "box", "bench", "name of the sandbox box to boot (must not be up)")
 	fs.StringVar(&f.out, "out", "docs", "directory for benchmarks.md and benchmarks.svg (the raw results go to bin/benchmarks.json)")
-	fs.DurationVar(&f.cell, "cell", 4*time.Second, "length of each closed-loop and fixed-rate run")
+	fs.DurationVar(&f.cell, "cell", 3*time.Second, "length of each closed-loop and fixed-rate run")
 	fs.IntVar(&f.concurrency, "c", 64, "keep-alive connections of the closed-loop and fixed-rate runs")
 	fs.DurationVar(&f.spikeDuration, "spike", 5*time.Second, "length of each spike run")
 	fs.StringVar(&f.from, "from", "", "render the page and chart from this raw results `file` (bin/benchmarks.json) without measuring")
@@ -143,10 +143,10 @@ func newPlan(cpus int, repo string, f flags) bench.Plan {
 		Cell:              f.cell,
 		FixedRateFraction: 0.5,
 		Curve: &bench.CurvePlan{
-			Workers: []int{1, 2, 4, 8, 16}, Repeats: 3, Duration: 3 * time.Second, Concurrency: f.concurrency,
+			Workers: []int{1, 2, 4, 8, 16}, Repeats: 5, Duration: 3 * time.Second, Concurrency: f.concurrency,
 			Cells: []bench.CurveCell{{Route: "/", KeepAlive: true}, {Route: "/", KeepAlive: false}, {Route: "/fib?n=25", KeepAlive: true}},
 		},
-		Anchors: &bench.AnchorPlan{Anchors: bench.DefaultAnchors(repo, cpus, nil)},
+		Anchors: &bench.AnchorPlan{Anchors: bench.DefaultAnchors(repo, cpus, nil), Repeats: 3},
 		Stack:   &bench.StackPlan{Route: "/", Rounds: 6, Concurrency: f.concurrency, Duration: 3 * time.Second, AtOnce: 6},
 		Spike: &bench.SpikePlan{
 			Route: "/fib?n=30", Layout: layout, Factor: 10, UnloadedFraction: 0.05,

@@ -40,6 +40,18 @@ type Anchor struct {
 // AnchorPlan lists the anchors; they are measured on Plan.Curve's cells.
 type AnchorPlan struct {
 	Anchors []Anchor
+	// Repeats is each cell's runs; 0 means the curve's. The anchors place
+	// the pool in the world and carry no target, so they can run fewer
+	// times than the curve, whose ratios the targets read.
+	Repeats int
+}
+
+// repeats is each cell's runs: the plan's, else the curve's.
+func (ap *AnchorPlan) repeats(cp *CurvePlan) int {
+	if ap.Repeats > 0 {
+		return ap.Repeats
+	}
+	return max(cp.Repeats, 1)
 }
 
 // AnchorResult is one anchor's measurements (Cells in the order of the
@@ -190,7 +202,7 @@ func (r *Runner) anchor(ctx context.Context, plan Plan, a Anchor) ([]*CurveCellR
 			continue
 		}
 		cr := &CurveCellResult{Cell: cell}
-		for range max(cp.Repeats, 1) {
+		for range plan.Anchors.repeats(cp) {
 			res, err := r.loadURL(ctx, "", base+cell.Route, cp.Duration, "-c", strconv.Itoa(cp.Concurrency), "-d", cp.Duration.String(),
 				"-keepalive="+strconv.FormatBool(cell.KeepAlive))
 			if err != nil {

@@ -59,7 +59,7 @@ func WriteMarkdown(w io.Writer, res *Results, chart, notes string) error {
 			p.printf("The pool at N = CPUs and one clusterapp process (from the curve above) beside programs outside the\n")
 			p.printf("suite, each run inside the same box on a port of its own while the pool is stopped, loaded by the same\n")
 			p.printf("generator on the same cells (`-c %d -d %s`, %d runs, medians). A program that is missing is named below.\n\n",
-				res.Plan.Curve.Concurrency, res.Plan.Curve.Duration, res.Plan.Curve.Repeats)
+				res.Plan.Curve.Concurrency, res.Plan.Curve.Duration, res.Plan.Anchors.repeats(res.Plan.Curve))
 			WriteAnchors(p, res)
 		}
 		if res.Stack != nil {
