@@ -197,8 +197,8 @@ func (r *Runner) anchor(ctx context.Context, plan Plan, a Anchor) ([]*CurveCellR
 	base := a.base()
 	var cells []*CurveCellResult
 	for _, cell := range cp.Cells {
-		if !slices.Contains(a.Routes, cell.Route) {
-			cells = append(cells, nil)
+		if !slices.Contains(a.Routes, cell.Route) || cell.Workers != nil {
+			cells = append(cells, nil) // not served, or no pool at N = CPUs to compare with
 			continue
 		}
 		cr := &CurveCellResult{Cell: cell}
@@ -276,10 +276,13 @@ func WriteAnchors(w io.Writer, res *Results) {
 		p.printf("The curve has no point at N = %d CPUs to compare with.\n", res.Machine.CPUs)
 		return
 	}
-	cells := res.Plan.Curve.Cells
+	var cells []int // the cells run at every point: the others have no pool at N = CPUs
 	p.printf("| program |")
-	for _, cell := range cells {
-		p.printf(" %s: 2xx req/s (× pool) |", cell)
+	for i, cell := range res.Plan.Curve.Cells {
+		if cell.Workers == nil {
+			cells = append(cells, i)
+			p.printf(" %s: 2xx req/s (× pool) |", cell)
+		}
 	}
 	p.printf("\n|---|")
 	for range cells {
@@ -288,7 +291,7 @@ func WriteAnchors(w io.Writer, res *Results) {
 	p.printf("\n")
 	row := func(name string, get func(i int) *CurveCellResult) {
 		p.printf("| %s |", name)
-		for i := range cells {
+		for _, i := range cells {
 			cr := get(i)
 			if cr == nil || len(cr.Runs) == 0 {
 				p.printf(" – |")

@@ -34,6 +34,18 @@ type CurvePlan struct {
 type CurveCell struct {
 	Route     string
 	KeepAlive bool
+	// Workers, when set, are the only worker counts the cell runs at
+	// (besides the baseline, which runs every cell): a route whose ratio
+	// matters at some pool sizes need not lengthen every point's round.
+	// The anchors leave such a cell out, having no pool at N = CPUs to
+	// compare with.
+	Workers []int
+}
+
+// at reports whether the cell runs at a point of the curve: the baseline
+// always, a pool of workers when Workers is unset or lists it.
+func (c CurveCell) at(pt *CurvePoint, baseline bool) bool {
+	return baseline || c.Workers == nil || slices.Contains(c.Workers, pt.Workers)
 }
 
 // String names the cell in tables: "`/` keep-alive", "`/` new connection".
@@ -163,7 +175,7 @@ func (r *Runner) curve(ctx context.Context, plan Plan) (*CurveResult, error) {
 	rounds := max(cp.Repeats, 1)
 	for round := 1; round <= rounds; round++ {
 		for i := range points {
-			if err := r.curveRound(ctx, plan, &points[i], round, round == rounds); err != nil {
+			if err := r.curveRound(ctx, plan, &points[i], i == 0, round, round == rounds); err != nil {
 				return nil, err
 			}
 		}
@@ -171,10 +183,10 @@ func (r *Runner) curve(ctx context.Context, plan Plan) (*CurveResult, error) {
 	return &CurveResult{Baseline: points[0], Points: points[1:]}, nil
 }
 
-// curveRound applies pt's configuration and adds one run of each cell to
-// it, reading the workers' schedstat around every run; in the last round
-// it also reads each worker's GOMAXPROCS.
-func (r *Runner) curveRound(ctx context.Context, plan Plan, pt *CurvePoint, round int, last bool) error {
+// curveRound applies pt's configuration and adds one run of each cell that
+// runs at it, reading the workers' schedstat around every run; in the last
+// round it also reads each worker's GOMAXPROCS.
+func (r *Runner) curveRound(ctx context.Context, plan Plan, pt *CurvePoint, baseline bool, round int, last bool) error {
 	cp := plan.Curve
 	c := pt.Config
 	r.logf(">> curve, %s, round %d of %d: %d worker(s)", c.Name, round, max(cp.Repeats, 1), pt.Workers)
@@ -183,6 +195,9 @@ func (r *Runner) curveRound(ctx context.Context, plan Plan, pt *CurvePoint, roun
 	}
 	for i := range pt.Cells {
 		cr := &pt.Cells[i]
+		if !cr.Cell.at(pt, baseline) {
+			continue
+		}
 		run, err := r.counted(ctx, config.WorkerPattern, func() (*loadgen.Result, error) {
 			return r.load(ctx, cr.Cell.Route, cp.Duration, "-c", strconv.Itoa(cp.Concurrency), "-d", cp.Duration.String(),
 				"-keepalive="+strconv.FormatBool(cr.Cell.KeepAlive))
@@ -270,6 +285,11 @@ func writeCurveMethod(p *printer, res *Results) {
 	p.printf("- Closed loop: `clusterapp-load -c %d -d %s`, keep-alive or a new connection per request, %d runs per cell,\n",
 		cp.Concurrency, cp.Duration, cp.Repeats)
 	p.printf("  in rounds (every configuration once per round, applied afresh); medians. Same generator, same box, same %d CPUs as the workers.\n", res.Machine.CPUs)
+	for _, cell := range cp.Cells {
+		if cell.Workers != nil {
+			p.printf("- %s runs at %s workers only, besides the baseline.\n", cell, intList(cell.Workers))
+		}
+	}
 	p.printf("- \"× %s\": the ratio of the medians; in brackets the lowest and highest of each round's own ratio\n", BaselineName)
 	p.printf("  (the point's run over the baseline's run of the same round), which says how far one run can be trusted.\n")
 	p.printf("- Wake-ups per request: how many times the workers' threads were put on a CPU during the run (the\n")
@@ -290,8 +310,8 @@ func WriteCurve(w io.Writer, res *Results) {
 	for i, cell := range res.Plan.Curve.Cells {
 		base, _, _ := c.Baseline.Cells[i].Median()
 		for j, pt := range append([]CurvePoint{c.Baseline}, c.Points...) {
-			if i >= len(pt.Cells) {
-				continue
+			if i >= len(pt.Cells) || len(pt.Cells[i].Runs) == 0 {
+				continue // the cell does not run at this point
 			}
 			rate, wakes, cpu := pt.Cells[i].Median()
 			spread := ""
@@ -347,7 +367,7 @@ func WriteCurveSVG(w io.Writer, res *Results) error {
 	for i := range res.Plan.Curve.Cells {
 		base, _, _ := c.Baseline.Cells[i].Median()
 		for _, pt := range c.Points {
-			if rate, _, _ := pt.Cells[i].Median(); base > 0 {
+			if rate, _, _ := pt.Cells[i].Median(); base > 0 && !math.IsNaN(rate) {
 				top1 = math.Max(top1, rate/base)
 			}
 		}
@@ -371,7 +391,7 @@ func WriteCurveSVG(w io.Writer, res *Results) error {
 		var pts []string
 		for i, pt := range c.Points {
 			rate, _, _ := pt.Cells[ci].Median()
-			if base > 0 {
+			if base > 0 && !math.IsNaN(rate) {
 				pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(i), y(rate/base)))
 				p.printf(`<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", x(i), y(rate/base), colour)
 			}

@@ -33,30 +33,7 @@ func TestParseSched(t *testing.T) {
 // request.
 func TestCurveRunsEveryPointAndCountsWakeups(t *testing.T) {
 	var applied []string
-	sched := uint64(0)
-	box := &sandbox.Driver{Name: "t", Command: func(ctx context.Context, args ...string) ([]byte, error) {
-		cmd := strings.Join(args, " ")
-		switch {
-		case strings.HasPrefix(cmd, "cp t ") && strings.HasSuffix(cmd, " "+config.EnvFile):
-			body, err := readCopied(args[2])
-			applied = append(applied, body)
-			return nil, err
-		case strings.Contains(cmd, schedScript):
-			sched += 1000 // 1000 wake-ups and 1000 ns more at each reading
-			return []byte(fmt.Sprintf("%d %d\n", sched, sched)), nil
-		case strings.Contains(cmd, "systemctl list-units"):
-			c := Configuration{Env: applied[len(applied)-1]}
-			n, _ := c.Workers(2)
-			return []byte(unitListing(n)), nil
-		case strings.Contains(cmd, "curl") && strings.Contains(cmd, "metrics"):
-			return []byte("go_sched_gomaxprocs_threads{worker=\"1\"} 1\n"), nil
-		case strings.Contains(cmd, "curl"):
-			return []byte("200"), nil
-		case strings.Contains(cmd, sandbox.LoadPath):
-			return []byte(`{"ok":500,"responses":500,"requests":500,"elapsed_ns":1000000000}`), nil
-		}
-		return nil, nil
-	}}
+	box := curveBox(&applied, nil)
 	plan := Plan{CPUs: 2, Configs: DefaultConfigurations(2), Curve: &CurvePlan{
 		Workers: []int{1, 2}, Repeats: 2, Duration: time.Second, Concurrency: 8,
 		Cells: []CurveCell{{Route: "/", KeepAlive: true}, {Route: "/", KeepAlive: false}},
@@ -244,4 +221,98 @@ func TestAnchorsRunTheirOwnRepeats(t *testing.T) {
 			t.Errorf("AnchorPlan.Repeats %d: %d loads, %d runs; want %d", tc.anchorRepeats, loads, len(res[0].Cells[0].Runs), tc.want)
 		}
 	}
+}
+
+// curveBox is a box whose commands answer as a pool under load would: each
+// env file copied in is appended to applied (its worker count is what the
+// unit listing then shows), every schedstat reading is 1000 wake-ups and
+// 1000 ns on, and every load is 500 responses in a second; load, when set,
+// is told of each load's command line and the worker count applied.
+func curveBox(applied *[]string, load func(cmd string, workers int)) *sandbox.Driver {
+	sched := uint64(0)
+	workers := func() int {
+		n, _ := Configuration{Env: (*applied)[len(*applied)-1]}.Workers(2)
+		return n
+	}
+	return &sandbox.Driver{Name: "t", Command: func(ctx context.Context, args ...string) ([]byte, error) {
+		cmd := strings.Join(args, " ")
+		switch {
+		case strings.HasPrefix(cmd, "cp t ") && strings.HasSuffix(cmd, " "+config.EnvFile):
+			body, err := readCopied(args[2])
+			*applied = append(*applied, body)
+			return nil, err
+		case strings.Contains(cmd, schedScript):
+			sched += 1000 // 1000 wake-ups and 1000 ns more at each reading
+			return []byte(fmt.Sprintf("%d %d\n", sched, sched)), nil
+		case strings.Contains(cmd, "systemctl list-units"):
+			return []byte(unitListing(workers())), nil
+		case strings.Contains(cmd, "curl") && strings.Contains(cmd, "metrics"):
+			return []byte("go_sched_gomaxprocs_threads{worker=\"1\"} 1\n"), nil
+		case strings.Contains(cmd, "curl"):
+			return []byte("200"), nil
+		case strings.Contains(cmd, sandbox.LoadPath):
+			if load != nil {
+				load(cmd, workers())
+			}
+			return []byte(`{"ok":500,"responses":500,"requests":500,"elapsed_ns":1000000000}`), nil
+		}
+		return nil, nil
+	}}
+}
+
+// A cell limited to some worker counts runs there and at the baseline
+// only; the table and the chart leave the other points out, and the anchors
+// (compared with the pool at N = CPUs, where it does not run) leave the
+// cell out.
+func TestCurveCellAtSomeWorkerCounts(t *testing.T) {
+	var applied []string
+	ran := map[string][]int{}
+	box := curveBox(&applied, func(cmd string, workers int) {
+		for _, route := range []string{"/slow", "/fib?n=30"} {
+			if strings.Contains(cmd, route) {
+				ran[route] = append(ran[route], workers)
+			}
+		}
+	})
+	plan := Plan{CPUs: 2, Configs: DefaultConfigurations(2), Curve: &CurvePlan{
+		Workers: []int{1, 2, 4}, Repeats: 2, Duration: time.Second, Concurrency: 8,
+		Cells: []CurveCell{{Route: "/", KeepAlive: true}, {Route: "/slow", KeepAlive: true, Workers: []int{4}}},
+	}, Anchors: &AnchorPlan{Anchors: []Anchor{{Name: "x", Port: 18090, Routes: []string{"/", "/slow"}, Argv: []string{"/bin/x"}}}}}
+	r := &Runner{Box: box}
+	curve, err := r.curve(context.Background(), plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(ran["/slow"]); got != "[1 4 1 4]" {
+		t.Errorf("/slow ran at %s workers (the baseline is 1), want [1 4 1 4]: the baseline and 4, each round", got)
+	}
+	if n := len(curve.Points[1].Cells[1].Runs); n != 0 {
+		t.Errorf("2 workers have %d runs of /slow, want none", n)
+	}
+	anchors, err := r.anchors(context.Background(), plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if anchors[0].Cells[1] != nil || ran["/slow"] == nil || len(ran["/slow"]) != 4 {
+		t.Errorf("the anchor ran /slow (%+v, runs at %v)", anchors[0].Cells[1], ran["/slow"])
+	}
+	res := sample()
+	res.Plan.Curve, res.Curve, res.Anchors = plan.Curve, curve, anchors
+	var table, chart, world strings.Builder
+	WriteCurve(&table, res)
+	containsAll(t, "curve table", table.String(), "| `/slow` keep-alive | 1 process | 500.0 | 1.00× |",
+		"| `/slow` keep-alive | 4 workers | 500.0 | 1.00× (1.00-1.00) |", "| `/` keep-alive | 2 workers | 500.0 | 1.00× (1.00-1.00) |")
+	if strings.Contains(table.String(), "| `/slow` keep-alive | 2 workers") || strings.Contains(table.String(), "NaN") {
+		t.Errorf("the table has a /slow row at 2 workers, or a NaN:\n%s", table.String())
+	}
+	if err := WriteCurveSVG(&chart, res); err != nil || strings.Contains(chart.String(), "NaN") {
+		t.Errorf("chart: %v, NaN in it: %v", err, strings.Contains(chart.String(), "NaN"))
+	}
+	WriteAnchors(&world, res)
+	if strings.Contains(world.String(), "/slow") || !strings.Contains(world.String(), "`/` keep-alive: 2xx req/s") {
+		t.Errorf("the anchors' table should have `/` and not /slow:\n%s", world.String())
+	}
+	var method strings.Builder
+	writeCurveMethod(asPrinter(&method), res)
+	containsAll(t, "curve method", method.String(), "- `/slow` keep-alive runs at 4 workers only, besides the baseline.")
 }
