@@ -144,7 +144,7 @@ func parseFlags(args []string, stdout io.Writer) (opts loadgen.Options, out outp
 	fs.Var(boolFlag{&opts.KeepAlive}, "keepalive", "reuse one connection per goroutine; false: a new connection per request")
 	fs.Var(floatFlag{&opts.Rate}, "rate", "open-loop `rate` in requests per second across all connections; 0: as fast as possible")
 	fs.Var(durationFlag(&opts.Timeout, time.Millisecond), "timeout", "per-request timeout (a `duration`), up to the end of the body")
-	fs.StringVar(&opts.Header, "header", opts.Header, "response header `name` whose values are counted (which worker served)")
+	fs.StringVar(&opts.Header, "header", opts.Header, "response header `name` whose values are counted (which worker served; a response without it counts under the value its connection last carried)")
 	fs.BoolVar(&out.json, "json", false, "print the result as one JSON object")
 	fs.StringVar(&out.trace, "trace", "", "write every request to `file`, one line each: intended send time (Unix µs), how late the generator sent it and the latency (µs), status (0: failed)")
 

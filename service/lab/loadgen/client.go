@@ -28,6 +28,12 @@ type client struct {
 	request []byte // the request bytes, the same every time
 	conn    net.Conn
 	br      *bufio.Reader
+	// named is the Options.Header value of the connection: the last one a
+	// response on it carried, "" until one does. A worker names itself on
+	// the first response of a connection by default
+	// (CLUSTERAPP_WORKER_HEADER), and a connection never changes worker,
+	// so every response on it is counted under that name.
+	named string
 }
 
 func newClient(opts Options, dials *atomic.Int64) *client {
@@ -46,7 +52,8 @@ func newClient(opts Options, dials *atomic.Int64) *client {
 }
 
 // do sends one request and reads the whole response. The connection is
-// dropped after an error or a response that closes it.
+// dropped after an error or a response that closes it; named is then still
+// the name of the one that carried the response, until the next dial.
 func (c *client) do(ctx context.Context) (*http.Response, error) {
 	if c.conn == nil {
 		c.dials.Add(1)
@@ -54,12 +61,17 @@ func (c *client) do(ctx context.Context) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.conn, c.br = conn, bufio.NewReader(conn)
+		c.conn, c.br, c.named = conn, bufio.NewReader(conn), ""
 	}
 	// Cancelling ctx interrupts a request in flight by expiring its deadline.
 	stop := context.AfterFunc(ctx, func() { _ = c.conn.SetDeadline(time.Unix(1, 0)) })
 	resp, err := c.roundTrip()
 	stop()
+	if err == nil {
+		if v := resp.Header.Get(c.opts.Header); v != "" {
+			c.named = v
+		}
+	}
 	if err != nil || resp.Close || !c.opts.KeepAlive {
 		c.close()
 	}

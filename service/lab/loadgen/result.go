@@ -56,9 +56,12 @@ type Result struct {
 	Non2xxLatency Latency `json:"non_2xx_latency"`
 
 	// ByHeader counts 2xx responses by the value of the Header response
-	// header, i.e. by the worker that served them.
+	// header, i.e. by the worker that served them. A response without the
+	// header counts under the value an earlier response on its connection
+	// carried (a worker names itself on a connection's first response).
 	ByHeader map[string]int `json:"by_header"`
-	// HeaderMissing counts 2xx responses without the Header header.
+	// HeaderMissing counts 2xx responses on connections that carried no
+	// Header header.
 	HeaderMissing int `json:"header_missing"`
 	// Trace holds every request of the run in order of Due, with
 	// Options.Trace; nil otherwise. Not in the JSON (WriteTrace).

@@ -118,7 +118,7 @@ func (r *runner) do(ctx context.Context, c *client, sentAt time.Time, s *stats) 
 		s.recordError(err, ctx.Err() != nil)
 	} else {
 		status = resp.StatusCode
-		s.recordResponse(resp, r.opts.Header, latency)
+		s.recordResponse(resp, c.named, latency)
 	}
 	if r.opts.Trace {
 		s.trace = append(s.trace, Record{Due: sentAt, Late: late, Latency: latency, Status: status})

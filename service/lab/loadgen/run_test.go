@@ -327,3 +327,36 @@ func mustJSON(t *testing.T, v any) []byte {
 	}
 	return b
 }
+
+// A worker names itself on a connection's first response only
+// (CLUSTERAPP_WORKER_HEADER=connection): the later responses on that
+// connection count under that name, and a connection whose responses never
+// named a worker counts as missing. Each connection here is its own worker.
+func TestByHeaderNamesEveryResponseOfAConnection(t *testing.T) {
+	type connKey struct{}
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := r.Context().Value(connKey{}).(*[2]int64) // connection number, requests
+		c[1]++
+		if c[1] == 1 && c[0] != 2 { // the second connection never names its worker
+			w.Header().Set("X-Worker", fmt.Sprintf("c%d", c[0]))
+		}
+		fmt.Fprintln(w, "hello")
+	}))
+	srv.Config.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {
+		return context.WithValue(ctx, connKey{}, &[2]int64{conns.Add(1), 0})
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	for conn := 1; conn <= 3; conn++ {
+		res := run(t, Options{URL: srv.URL, Concurrency: 1, Requests: 5, KeepAlive: true})
+		want := map[string]int{fmt.Sprintf("c%d", conn): 5}
+		missing := 0
+		if conn == 2 {
+			want, missing = map[string]int{}, 5
+		}
+		if fmt.Sprint(res.ByHeader) != fmt.Sprint(want) || res.HeaderMissing != missing || res.Dials != 1 {
+			t.Errorf("connection %d: ByHeader %v, missing %d, dials %d; want %v, %d missing, 1 dial", conn, res.ByHeader, res.HeaderMissing, res.Dials, want, missing)
+		}
+	}
+}

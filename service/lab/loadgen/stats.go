@@ -29,7 +29,9 @@ func newStats() *stats {
 	return &stats{statusCodes: map[int]int{}, byHeader: map[string]int{}}
 }
 
-func (s *stats) recordResponse(resp *http.Response, header string, latency time.Duration) {
+// recordResponse counts a response; named is the connection's
+// Options.Header value ("" when no response on it carried one).
+func (s *stats) recordResponse(resp *http.Response, named string, latency time.Duration) {
 	s.responses++
 	s.statusCodes[resp.StatusCode]++
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
@@ -38,8 +40,8 @@ func (s *stats) recordResponse(resp *http.Response, header string, latency time.
 	}
 	s.ok++
 	s.latency.record(latency)
-	if value := resp.Header.Get(header); value != "" {
-		s.byHeader[value]++
+	if named != "" {
+		s.byHeader[named]++
 	} else {
 		s.headerMissing++
 	}
