@@ -41,10 +41,13 @@ func TestNginxFront(t *testing.T) {
 	}
 	// The socket listens on 127.0.0.1 only, so host 2 can bind
 	// 127.0.0.2:8080, and its metrics 127.0.0.2:9180 beside the pool's
-	// metrics socket on 127.0.0.1:9180.
-	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=1\nCLUSTERAPP_LISTEN=" + host1 + "\n"})
+	// metrics socket on 127.0.0.1:9180. nginx carries the requests of
+	// every client over its own kept-open connections to the hosts, so
+	// the hosts name themselves on every response (WORKER_HEADER=every),
+	// not only on the first of each connection.
+	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=1\nCLUSTERAPP_LISTEN=" + host1 + "\nCLUSTERAPP_WORKER_HEADER=every\n"})
 	b.Start(1)
-	b.Must("systemd-run", "--unit=clusterapp-host2", "-E", "CLUSTERAPP_LISTEN="+host2, "-E", "CLUSTERAPP_METRICS_LISTEN="+metricsOf(host2),
+	b.Must("systemd-run", "--unit=clusterapp-host2", "-E", "CLUSTERAPP_LISTEN="+host2, "-E", "CLUSTERAPP_METRICS_LISTEN="+metricsOf(host2), "-E", "CLUSTERAPP_WORKER_HEADER=every",
 		"/usr/bin/clusterapp", "serve", "--instance=host2")
 	b.Eventually(10*time.Second, "host2 ready", func() bool {
 		_, err := b.Run("curl", "-sSf", "--max-time", "2", "-o", "/dev/null", "http://"+host2+"/readyz")

@@ -122,7 +122,9 @@ func freeAddr(t *testing.T) string {
 // get sends one GET and returns the response with its body read.
 func get(t *testing.T, url string) (*http.Response, string) {
 	t.Helper()
-	c := http.Client{Timeout: 10 * time.Second}
+	// A connection of its own: a worker names itself (X-Worker) on the
+	// first response of each connection.
+	c := http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	res, err := c.Get(url)
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)

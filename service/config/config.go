@@ -82,6 +82,8 @@ type Config struct {
 	LogLevel  LogLevel  `envconfig:"LOG_LEVEL" default:"info" desc:"least severe level logged: trace, debug, info, warn, error"`
 	AccessLog bool      `envconfig:"ACCESS_LOG" default:"false" desc:"log one line per request (costs throughput)"`
 
+	WorkerHeader WorkerHeader `envconfig:"WORKER_HEADER" default:"connection" desc:"which responses carry X-Worker, the name of the worker that answered: connection (the first response on each connection; the later ones on it come from the same worker), every (every response: one more header to sort and write costs a keep-alive request of / about 2% of its CPU), off"`
+
 	DebugEndpoints bool `envconfig:"DEBUG_ENDPOINTS" default:"false" desc:"serve the fault-injection routes /debug/crash, /debug/hang and /debug/leak (tests and demos only)"`
 }
 

@@ -31,6 +31,9 @@ func TestLoadGoodValues(t *testing.T) {
 		{"CLUSTERAPP_MAX_HEADER_BYTES", "8192", func(c Config) bool { return c.MaxHeaderBytes == 8192 }},
 		{"CLUSTERAPP_LOG_LEVEL", "DEBUG", func(c Config) bool { return c.LogLevel.String() == "debug" }},
 		{"CLUSTERAPP_LOG_FORMAT", "json", func(c Config) bool { return c.LogFormat == "json" }},
+		{"CLUSTERAPP_WORKER_HEADER", "Every", func(c Config) bool { return c.WorkerHeader == WorkerHeaderEvery }},
+		{"CLUSTERAPP_WORKER_HEADER", "off", func(c Config) bool { return c.WorkerHeader == WorkerHeaderOff }},
+		{"CLUSTERAPP_WORKER_HEADER", "", func(c Config) bool { return c.WorkerHeader == WorkerHeaderConnection }},
 		{"CLUSTERAPP_LISTEN", "[::1]:9000", func(c Config) bool { return c.Listen == "[::1]:9000" }},
 		{"CLUSTERAPP_LISTEN", "8080", func(c Config) bool { return c.Listen == "8080" }},
 		{"CLUSTERAPP_WORKERS", "", func(c Config) bool { return c.Workers == 0 }}, // KEY= means the default
@@ -73,6 +76,7 @@ func TestLoadBadValues(t *testing.T) {
 		{"CLUSTERAPP_MAX_HEADER_BYTES", "100", "from 1KiB"},
 		{"CLUSTERAPP_LOG_LEVEL", "verbose", "one of trace, debug, info, warn, error"},
 		{"CLUSTERAPP_LOG_FORMAT", "xml", "text or json"},
+		{"CLUSTERAPP_WORKER_HEADER", "always", "connection, every or off"},
 		{"CLUSTERAPP_LISTEN", "127.0.0.1:99999", "not a port from 1 to 65535"},
 		{"CLUSTERAPP_LISTEN", "localhost:29000", `"localhost" is not an IP address`},
 		{"CLUSTERAPP_LISTEN", "%H:29000", "specifiers such as %H are not accepted"},

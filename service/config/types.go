@@ -81,6 +81,31 @@ func (l *LogLevel) Decode(value string) error {
 // String returns the level's name.
 func (l LogLevel) String() string { return logrus.Level(l).String() }
 
+// WorkerHeader says which responses carry X-Worker, the worker's name:
+// WorkerHeaderConnection, WorkerHeaderEvery or WorkerHeaderOff.
+type WorkerHeader string
+
+const (
+	// WorkerHeaderConnection names the worker on the first response of
+	// each connection: a connection stays with the worker that accepted
+	// it, so that response names the worker of every later one on it.
+	WorkerHeaderConnection WorkerHeader = "connection"
+	// WorkerHeaderEvery names it on every response.
+	WorkerHeaderEvery WorkerHeader = "every"
+	// WorkerHeaderOff sends no X-Worker.
+	WorkerHeaderOff WorkerHeader = "off"
+)
+
+// Decode implements envconfig.Decoder.
+func (h *WorkerHeader) Decode(value string) error {
+	switch v := WorkerHeader(strings.ToLower(strings.TrimSpace(value))); v {
+	case WorkerHeaderConnection, WorkerHeaderEvery, WorkerHeaderOff:
+		*h = v
+		return nil
+	}
+	return validationDetail{"connection, every or off"}
+}
+
 // RateLimitFallback is what a worker does while the shared rate-limit table
 // cannot be opened: RateLimitLocal or RateLimitClosed.
 type RateLimitFallback string

@@ -7,10 +7,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/clusterapp/clusterapp/service/config"
 	"github.com/clusterapp/clusterapp/service/worker/admission"
 	"github.com/clusterapp/clusterapp/service/worker/metrics"
 	"github.com/clusterapp/clusterapp/service/worker/probe"
 	"github.com/clusterapp/clusterapp/service/worker/ratelimit"
+	"github.com/clusterapp/clusterapp/service/worker/server"
 	"github.com/sirupsen/logrus"
 )
 
@@ -28,6 +30,11 @@ type StackOptions struct {
 	RequestTimeout time.Duration    // deadline of the computing routes (Route.Computes)
 	Crash          func()           // ends the process with a non-zero status (/debug/crash)
 	Now            func() time.Time // the clock of the access log; time.Now when nil
+	// Header says which responses carry X-Worker: every response when
+	// empty (config.WorkerHeaderEvery), only the first of each connection
+	// (config.WorkerHeaderConnection, where the server counts them:
+	// server.RequestOnConn; every response where it does not), or none.
+	Header config.WorkerHeader
 	// NotReady says why the worker takes no new work, for /readyz's 503:
 	// a state ("starting", "draining") and a sentence saying why; ("", "")
 	// while it is ready. nil: always ready.
@@ -88,8 +95,15 @@ func NewStack(o StackOptions) *Stack {
 // ServeHTTP serves r through the whole stack.
 func (s *Stack) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
-// common sets X-Worker on every response, enforces the body cap and, with
-// the debug routes on, passes through the state lock.
+// common sets X-Worker (on the responses StackOptions.Header names),
+// enforces the body cap and, with the debug routes on, passes through the
+// state lock.
+//
+// X-Worker on every response costs a keep-alive request of / about 2% of
+// its CPU on the 2-CPU guest of docs/benchmarks.md: net/http clones,
+// searches, sorts and writes one more header. A connection stays with the
+// worker that accepted it, so by default only its first response names
+// the worker.
 //
 // Per request it allocates nothing of its own: the X-Worker value is one
 // slice shared by every response (its length is its capacity, so a
@@ -106,8 +120,12 @@ func (s *Stack) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.Se
 // both waited until CLUSTERAPP_READ_TIMEOUT (forever when 0).
 func (s *Stack) common(next http.Handler) http.Handler {
 	worker := []string{s.opts.Name}
+	every := s.opts.Header == "" || s.opts.Header == config.WorkerHeaderEvery
+	perConn := s.opts.Header == config.WorkerHeaderConnection
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header()["X-Worker"] = worker
+		if every || perConn && server.RequestOnConn(w) <= 1 {
+			w.Header()["X-Worker"] = worker
+		}
 		if r.URL.Path == "" && r.Method != http.MethodConnect {
 			r = atRoot(r)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/clusterapp/clusterapp/service/config"
 	"github.com/clusterapp/clusterapp/service/worker/admission"
 	"github.com/clusterapp/clusterapp/service/worker/metrics"
+	"github.com/clusterapp/clusterapp/service/worker/server"
 	"github.com/sirupsen/logrus"
 	"github.com/sirupsen/logrus/hooks/test"
 )
@@ -439,6 +440,66 @@ func TestStuckAfter(t *testing.T) {
 		cfg := config.Config{WriteTimeout: tc.write, RequestTimeout: tc.request}
 		if got := stuckAfter(cfg); got != tc.want {
 			t.Errorf("WRITE_TIMEOUT %v, REQUEST_TIMEOUT %v: stuckAfter %v, want %v", tc.write, tc.request, got, tc.want)
+		}
+	}
+}
+
+// CLUSTERAPP_WORKER_HEADER through a real server: "connection" names the
+// worker on the first response of each connection only (what the bench's
+// load generator counts by), "every" on each, "off" on none; a stack with no
+// server behind it (a recorder) cannot count, so it names the worker unless
+// off.
+func TestWorkerHeaderModes(t *testing.T) {
+	l, _ := test.NewNullLogger()
+	for _, tc := range []struct {
+		mode     config.WorkerHeader
+		want     string // per response: two connections of three requests
+		recorder string
+	}{
+		{config.WorkerHeaderConnection, "7-- 7--", "7"},
+		{config.WorkerHeaderEvery, "777 777", "7"},
+		{"", "777 777", "7"},
+		{config.WorkerHeaderOff, "--- ---", ""},
+	} {
+		s, _ := newStack(t, func(o *StackOptions) { o.Header = tc.mode })
+		if got := do(s, "GET", "/hello").Header().Get("X-Worker"); got != tc.recorder {
+			t.Errorf("%q, in process: X-Worker %q, want %q", tc.mode, got, tc.recorder)
+		}
+		srv := server.New(server.Options{ReadHeaderTimeout: 5 * time.Second, ShutdownTimeout: time.Second, Log: logrus.NewEntry(l)}, s)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Serve([]net.Listener{ln}, make(chan error, 1))
+		var got []string
+		for range 2 {
+			c, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			br, seen := bufio.NewReader(c), ""
+			for range 3 {
+				fmt.Fprint(c, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				if resp.StatusCode != 200 {
+					t.Fatalf("%q: status %d", tc.mode, resp.StatusCode)
+				}
+				if w := resp.Header.Get("X-Worker"); w != "" {
+					seen += w
+				} else {
+					seen += "-"
+				}
+			}
+			c.Close()
+			got = append(got, seen)
+		}
+		ln.Close()
+		if g := strings.Join(got, " "); g != tc.want {
+			t.Errorf("%q: X-Worker per response %q, want %q", tc.mode, g, tc.want)
 		}
 	}
 }

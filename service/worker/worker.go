@@ -285,7 +285,7 @@ func newWorker(cfg config.Config, env env, opts Options, log *logrus.Entry, prot
 	w.metrics = m
 	w.scrapes = metricsServer(m, log)
 	so := StackOptions{
-		Name: opts.Name, Metrics: m, Log: log,
+		Name: opts.Name, Header: cfg.WorkerHeader, Metrics: m, Log: log,
 		MaxBodyBytes: int64(cfg.MaxBodyBytes), AccessLog: cfg.AccessLog, DebugEndpoints: cfg.DebugEndpoints,
 		RequestTimeout: cfg.RequestTimeout,
 		NotReady:       w.notReady,

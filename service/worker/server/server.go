@@ -263,6 +263,7 @@ func (s *Server) track(next http.Handler) http.Handler {
 		st, _ := r.Context().Value(connStatsKey{}).(*connStats)
 		if st != nil {
 			n := st.requests.Add(1)
+			cw.request = n
 			k, t := s.opts.KeepAliveRequests, s.opts.KeepAliveTime
 			cw.last = (k > 0 && n >= int64(k)) || (t > 0 && s.since(st.opened) >= t)
 		}

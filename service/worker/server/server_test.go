@@ -8,6 +8,8 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -486,5 +488,39 @@ func TestHandlerWriterReportsStatus(t *testing.T) {
 		if s := <-got; s != want || resp.StatusCode != want {
 			t.Errorf("%s: the writer reports %d, the client got %d; want %d", path, s, resp.StatusCode, want)
 		}
+	}
+}
+
+// Each request knows its number on its connection: 1, 2, 3 on one
+// keep-alive connection, 1 again on the next; 0 for a writer the server did
+// not hand out (an in-process probe goes through the handler too).
+func TestRequestOnConnCountsEachConnectionsRequests(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, strconv.FormatInt(RequestOnConn(w), 10))
+	})
+	s, addr := newServer(t, nil, h)
+	for conn := 1; conn <= 2; conn++ {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(c)
+		for want := 1; want <= 3; want++ {
+			io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("connection %d, request %d: %v", conn, want, err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			if string(b) != strconv.Itoa(want) {
+				t.Fatalf("connection %d, request %d: the handler saw request %s", conn, want, b)
+			}
+		}
+		c.Close()
+	}
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	if rec.Body.String() != "0" {
+		t.Fatalf("outside a connection: %q, want 0", rec.Body)
 	}
 }

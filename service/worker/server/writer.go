@@ -19,6 +19,23 @@ type closingWriter struct {
 	closing  bool // Connection: close was added
 	hijacked bool // the handler took the connection over
 	status   int  // the first status written; 0 before the header
+	// request is the request's number on its connection, 1 for the first;
+	// 0 when the connection's count is unknown (not TCP).
+	request int64
+}
+
+// RequestOnConn is the number of the request w answers on its connection,
+// 1 for the first: the server counts the requests each connection carried
+// to its handler. 0 when the server does not know: w is not the writer it
+// handed the handler (a test's recorder, an in-process health probe), or
+// the connection is not TCP. A worker names itself (X-Worker) on the first
+// response of a connection only, by default: every later response on it
+// comes from the same worker.
+func RequestOnConn(w http.ResponseWriter) int64 {
+	if cw, ok := w.(*closingWriter); ok {
+		return cw.request
+	}
+	return 0
 }
 
 func (w *closingWriter) WriteHeader(code int) {
