@@ -146,7 +146,7 @@ func writeMethod(p *printer, res *Results) {
 	}
 	p.printf("- Fixed rate: %g%% of the first configuration's (%s) closed-loop 2xx rate, offered to every configuration\n", plan.FixedRateFraction*100, plan.Configs[0].Name)
 	p.printf("  (`-rate R -c %d -d %s`, keep-alive); latency runs from each request's intended send time (no coordinated omission).\n", plan.Concurrency, plan.Cell)
-	p.printf("- Share: max/min of 2xx responses per worker (`X-Worker`) in the closed-loop run; +Inf means a worker got nothing.\n")
+	p.printf("- Share: max/min of 2xx responses per worker (`X-Worker`, which names the worker on a connection's first response; the generator counts the later ones on it under that name) in the closed-loop run; +Inf means a worker got nothing.\n")
 	if res.Plan.Repeats > 1 {
 		p.printf("  The median share over the %d closed-loop runs comes first, every run's in brackets.\n", res.Plan.Repeats)
 	}
