@@ -492,8 +492,8 @@ func TestHandlerWriterReportsStatus(t *testing.T) {
 }
 
 // Each request knows its number on its connection: 1, 2, 3 on one
-// keep-alive connection, 1 again on the next; 0 for a writer the server did
-// not hand out (an in-process probe goes through the handler too).
+// keep-alive connection, 1 again on the next; 0 for a request that came on
+// no connection (the server's handler called in process).
 func TestRequestOnConnCountsEachConnectionsRequests(t *testing.T) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, strconv.FormatInt(RequestOnConn(w), 10))

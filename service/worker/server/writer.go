@@ -20,7 +20,7 @@ type closingWriter struct {
 	hijacked bool // the handler took the connection over
 	status   int  // the first status written; 0 before the header
 	// request is the request's number on its connection, 1 for the first;
-	// 0 when the connection's count is unknown (not TCP).
+	// 0 for a request that came on no connection (served in process).
 	request int64
 }
 
@@ -28,9 +28,9 @@ type closingWriter struct {
 // 1 for the first: the server counts the requests each connection carried
 // to its handler. 0 when the server does not know: w is not the writer it
 // handed the handler (a test's recorder, an in-process health probe), or
-// the connection is not TCP. A worker names itself (X-Worker) on the first
-// response of a connection only, by default: every later response on it
-// comes from the same worker.
+// the request came on no connection (Handler called in process). A worker
+// names itself (X-Worker) on the first response of a connection only, by
+// default: every later response on it comes from the same worker.
 func RequestOnConn(w http.ResponseWriter) int64 {
 	if cw, ok := w.(*closingWriter); ok {
 		return cw.request
