@@ -91,6 +91,9 @@ type Results struct {
 	Spike                 *SpikeResult
 	Faults                *FaultResult
 	Start                 *StartResult `json:",omitempty"`
+	// Elapsed is the bench's own time, from the box's boot to the last
+	// measurement (0 in results written before it was kept).
+	Elapsed time.Duration `json:",omitempty"`
 }
 
 // ConfigResult is one configuration's measurements.
