@@ -64,14 +64,15 @@ func Targets(res *Results) []Target {
 	// The pool against one process: the curve at N = CPUs, 2 and 4 x CPUs,
 	// then the closed-loop table's routes at N = CPUs.
 	if c := res.Curve; c != nil {
+		for _, n := range []int{cpus, 2 * cpus, 4 * cpus} {
+			if !slices.ContainsFunc(c.Points, func(pt CurvePoint) bool { return pt.Workers == n }) {
+				out = append(out, missing(fmt.Sprintf("%d workers × %s, curve", n, BaselineName), ">= "+fmt.Sprintf("%.2f×", wantAt(n, cpus)),
+					fmt.Sprintf("not measured (the curve runs %s workers)", intList(res.Plan.Curve.Workers))))
+			}
+		}
 		for _, pt := range c.Points {
-			want := 0.0
-			switch pt.Workers {
-			case cpus:
-				want = TargetAtCPUs
-			case 2 * cpus, 4 * cpus:
-				want = TargetOverProvisioned
-			default:
+			want := wantAt(pt.Workers, cpus)
+			if want == 0 {
 				continue
 			}
 			for i, cell := range res.Plan.Curve.Cells {
@@ -196,6 +197,17 @@ func Targets(res *Results) []Target {
 			Asked: "< 15 min", Measured: res.Elapsed.Round(time.Second).String(), Met: res.Elapsed < TargetDuration})
 	}
 	return out
+}
+
+// wantAt is the pool's target at n workers on cpus CPUs (0: none).
+func wantAt(n, cpus int) float64 {
+	switch n {
+	case cpus:
+		return TargetAtCPUs
+	case 2 * cpus, 4 * cpus:
+		return TargetOverProvisioned
+	}
+	return 0
 }
 
 // spreadOf formats " (rounds lo-hi)" of values, or "" for fewer than two.

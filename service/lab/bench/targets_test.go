@@ -36,7 +36,8 @@ func TestTargetsJudgeEachGoalFromTheRun(t *testing.T) {
 		"| cold start to the first 200, median | <= 100 ms | 70.0 ms (rounds 60.0 ms-120 ms) | yes |",
 		"| kill -9 of a worker to its successor's READY=1, median | <= 200 ms | 250 ms | **no** |",
 		"| the bench's own time (cmd/clusterapp-bench, from the box's boot to the page; `make bench` adds the build) | < 15 min | 12m30s | yes |",
-		"**9 of 13 met**")
+		"| 8 workers × 1 process, curve | >= 0.85× | not measured (the curve runs 2, 4 workers) | **no** |",
+		"**9 of 14 met**")
 
 	// A part of the bench that did not run is not met: it showed nothing.
 	res.Stack = &StackResult{Skipped: "no bare anchor"}
