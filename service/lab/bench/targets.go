@@ -53,11 +53,8 @@ func Targets(res *Results) []Target {
 	var out []Target
 	cpus := res.Plan.CPUs
 	ratio := func(goal string, v, want float64, spread []float64) Target {
-		m := fmt.Sprintf("%.3f×", v)
-		if len(spread) > 1 {
-			m += fmt.Sprintf(" (rounds %.2f-%.2f)", slices.Min(spread), slices.Max(spread))
-		}
-		return Target{Goal: goal, Asked: fmt.Sprintf(">= %.2f×", want), Measured: m, Met: !math.IsNaN(v) && v >= want}
+		return Target{Goal: goal, Asked: fmt.Sprintf(">= %.2f×", want), Measured: fmt.Sprintf("%.3f×", v) + spreadOf(spread, "%.2f"),
+			Met: !math.IsNaN(v) && v >= want}
 	}
 	missing := func(goal, asked, why string) Target { return Target{Goal: goal, Asked: asked, Measured: why} }
 
@@ -66,7 +63,7 @@ func Targets(res *Results) []Target {
 	if c := res.Curve; c != nil {
 		for _, n := range []int{cpus, 2 * cpus, 4 * cpus} {
 			if !slices.ContainsFunc(c.Points, func(pt CurvePoint) bool { return pt.Workers == n }) {
-				out = append(out, missing(fmt.Sprintf("%d workers × %s, curve", n, BaselineName), ">= "+fmt.Sprintf("%.2f×", wantAt(n, cpus)),
+				out = append(out, missing(fmt.Sprintf("%d workers × %s, curve", n, BaselineName), fmt.Sprintf(">= %.2f×", wantAt(n, cpus)),
 					fmt.Sprintf("not measured (the curve runs %s workers)", intList(res.Plan.Curve.Workers))))
 			}
 		}
