@@ -377,8 +377,10 @@ func TestRunRepeatsInRounds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The first round in the plan's order (its first configuration sets
+	// the fixed rates), then the order turns by one each round.
 	want := "apply w1, max w1, fixed w1, apply w2, max w2, fixed w2, " +
-		"apply w1, max w1, apply w2, max w2, apply w1, max w1, apply w2, max w2"
+		"apply w2, max w2, apply w1, max w1, apply w1, max w1, apply w2, max w2"
 	if got := strings.Join(events, ", "); got != want {
 		t.Fatalf("events:\n%s\nwant:\n%s", got, want)
 	}

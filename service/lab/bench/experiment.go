@@ -219,9 +219,15 @@ func (r *Runner) Run(ctx context.Context, plan Plan) (*Results, error) {
 	// that each configuration's median is taken over the same stretch of a
 	// shared machine's drift as every other's (run back to back, one
 	// configuration read 0.71x another that a side-by-side run put at
-	// 0.95-0.98x).
+	// 0.95-0.98x). The order turns by one each round (the first round
+	// keeps the plan's, whose first configuration sets the fixed rates),
+	// so no configuration always runs just after the same neighbour: in
+	// one order, the pool at its defaults read 3-9% below the same pool
+	// with balancing off on /slow in six runs out of seven, while taking
+	// turns in one box put them level (docs/benchmarks.md, notes).
 	for round := 2; round <= plan.Repeats; round++ {
-		for i := range res.Configs {
+		for k := range res.Configs {
+			i := (k + round - 1) % len(res.Configs)
 			if err := r.repeatConfig(ctx, plan, &res.Configs[i], round); err != nil {
 				return nil, err
 			}

@@ -144,7 +144,7 @@ func writeMethod(p *printer, res *Results) {
 	p.printf("- Closed loop: `clusterapp-load -c %d -keepalive -d %s` per route and configuration; req/s = 2xx responses / elapsed.\n", plan.Concurrency, plan.Cell)
 	if plan.Repeats > 1 {
 		p.printf("  It runs %d times per route and configuration, in rounds (every configuration once per round, applied afresh on\n", plan.Repeats)
-		p.printf("  new processes), so every median spans the same stretch of the machine's drift: the tables and the chart give\n")
+		p.printf("  new processes, the order turning by one each round), so every median spans the same stretch of the machine's drift: the tables and the chart give\n")
 		p.printf("  the median 2xx rate (lowest-highest in brackets) and ratios of medians; the first round's 2xx rate sets the fixed rate below.\n")
 	}
 	p.printf("- Fixed rate: %g%% of the first configuration's (%s) closed-loop 2xx rate, offered to every configuration\n", plan.FixedRateFraction*100, plan.Configs[0].Name)
