@@ -46,7 +46,7 @@ func TestTargetsJudgeEachGoalFromTheRun(t *testing.T) {
 	WriteTargets(&out, res)
 	containsAll(t, "targets of a partial run", out.String(),
 		"| 1 process × bare net/http in the worker's unit, `/` keep-alive, req/s in turn | >= 0.90× | skipped: no bare anchor | **no** |",
-		"| spike | <= 2×, <= 2 ms, <= 10 ms | not measured | **no** |",
+		"| spike | <= 2×, <= 2.00 ms, <= 10.0 ms | not measured | **no** |",
 		"| cold start and replacement | <= 100 ms, <= 200 ms | not measured | **no** |")
 	if strings.Contains(out.String(), "the bench's own time") {
 		t.Errorf("a run without its time (results written before it was kept) lists the time target:\n%s", out.String())
