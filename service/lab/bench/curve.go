@@ -96,6 +96,30 @@ func (r CurveRun) PerRequest() (wakeups, cpuMicros float64) {
 	return float64(r.Wakeups) / n, float64(r.CPUNs) / 1e3 / n
 }
 
+// GeneratorPerRequest returns the load generator's own CPU microseconds per
+// 2xx response: the machine's speed during the run (loadgen.Result.CPU), or
+// NaN when the generator did not report it.
+func (r CurveRun) GeneratorPerRequest() float64 {
+	if r.Result == nil || r.Result.OK == 0 || r.Result.CPU <= 0 {
+		return math.NaN()
+	}
+	return float64(r.Result.CPU) / 1e3 / float64(r.Result.OK)
+}
+
+// GeneratorMedian is the median of the runs' GeneratorPerRequest, NaN when
+// a run lacks it.
+func (c CurveCellResult) GeneratorMedian() float64 {
+	var gens []float64
+	for _, r := range c.Runs {
+		g := r.GeneratorPerRequest()
+		if math.IsNaN(g) {
+			return math.NaN()
+		}
+		gens = append(gens, g)
+	}
+	return median(gens)
+}
+
 // Median returns the median 2xx rate, wake-ups and CPU per request over
 // the runs.
 func (c CurveCellResult) Median() (rate, wakeups, cpuMicros float64) {
@@ -211,7 +235,7 @@ func (r *Runner) curveRound(ctx context.Context, plan Plan, pt *CurvePoint, base
 		}
 		cr.Runs = append(cr.Runs, run)
 		wakes, cpu := run.PerRequest()
-		r.logf("   %-28s %8.1f req/s  %5.2f wake-ups/req  %6.1f µs CPU/req", cr.Cell, Goodput(res), wakes, cpu)
+		r.logf("   %-28s %8.1f req/s  %5.2f wake-ups/req  %6.1f µs CPU/req  generator %6.1f µs/req", cr.Cell, Goodput(res), wakes, cpu, run.GeneratorPerRequest())
 	}
 	if !last {
 		return nil
@@ -298,7 +322,12 @@ func writeCurveMethod(p *printer, res *Results) {
 	p.printf("  process serves fewer requests per wake-up, so more of its threads sleep between requests and are\n")
 	p.printf("  woken for the next (a new connection wakes one idle worker, once: its poller holds the socket with\n")
 	p.printf("  EPOLLEXCLUSIVE, and the socket defers accepts until the request arrives; and the unit's GODEBUG keeps\n")
-	p.printf("  each runtime's monitor thread awake, docs/operations.md).\n\n")
+	p.printf("  each runtime's monitor thread awake, docs/operations.md).\n")
+	p.printf("- Generator CPU per request: the load generator's own CPU time (user and system, `getrusage`) over the\n")
+	p.printf("  run, divided by the 2xx responses. Its work per request is the same whatever serves it, so it\n")
+	p.printf("  gauges the machine's speed at the time: on a shared host the whole machine can run some 15%% slower\n")
+	p.printf("  for tens of seconds, the workers and the generator alike, and a ratio whose two sides met\n")
+	p.printf("  different speeds says so in this column (and in the targets' table).\n\n")
 }
 
 // WriteCurve writes the worker-count table: for each cell, the 2xx rate
@@ -306,7 +335,7 @@ func writeCurveMethod(p *printer, res *Results) {
 func WriteCurve(w io.Writer, res *Results) {
 	p := asPrinter(w)
 	c := res.Curve
-	p.printf("| cell | configuration | 2xx req/s | × %s (each round's) | wake-ups / request | CPU µs / request |\n|---|---|---|---|---|---|\n", BaselineName)
+	p.printf("| cell | configuration | 2xx req/s | × %s (each round's) | wake-ups / request | CPU µs / request | generator CPU µs / request |\n|---|---|---|---|---|---|---|\n", BaselineName)
 	for i, cell := range res.Plan.Curve.Cells {
 		base, _, _ := c.Baseline.Cells[i].Median()
 		for j, pt := range append([]CurvePoint{c.Baseline}, c.Points...) {
@@ -318,7 +347,11 @@ func WriteCurve(w io.Writer, res *Results) {
 			if j > 0 {
 				spread = roundSpread(pt.Cells[i].RoundRatios(c.Baseline.Cells[i]))
 			}
-			p.printf("| %s | %s | %.1f | %s%s | %.2f | %.1f |\n", cell, pt.Config.Name, rate, Ratio(rate, base), spread, wakes, cpu)
+			gen := "?"
+			if g := pt.Cells[i].GeneratorMedian(); !math.IsNaN(g) {
+				gen = fmt.Sprintf("%.1f", g)
+			}
+			p.printf("| %s | %s | %.1f | %s%s | %.2f | %.1f | %s |\n", cell, pt.Config.Name, rate, Ratio(rate, base), spread, wakes, cpu, gen)
 		}
 	}
 	p.printf("\nGOMAXPROCS per worker after the runs: ")

@@ -83,7 +83,11 @@ func Targets(res *Results) []Target {
 					out = append(out, missing(goal, fmt.Sprintf(">= %.2f×", want), "no 2xx from "+BaselineName))
 					continue
 				}
-				out = append(out, ratio(goal, rate/base, want, pt.Cells[i].RoundRatios(c.Baseline.Cells[i])))
+				t := ratio(goal, rate/base, want, pt.Cells[i].RoundRatios(c.Baseline.Cells[i]))
+				if g, gb := pt.Cells[i].GeneratorMedian(), c.Baseline.Cells[i].GeneratorMedian(); g > 0 && gb > 0 {
+					t.Measured += fmt.Sprintf("; generator CPU per request %.2f×", g/gb) // the machine's speed, one side over the other
+				}
+				out = append(out, t)
 			}
 		}
 	} else {

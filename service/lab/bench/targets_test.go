@@ -68,3 +68,36 @@ func TestTargetsDoNotRoundAcrossTheThreshold(t *testing.T) {
 	}
 	t.Fatal("no target for the pool of 2 on `/` keep-alive")
 }
+
+// When the generator reports its own CPU time, the curve's table gives it per
+// request, and each curve target gives the two sides' ratio of it: a pool
+// measured while the machine ran 15% slower says so beside its ratio.
+func TestTheGeneratorsCPUGaugesTheMachine(t *testing.T) {
+	res := curveSample()
+	res.Curve.Baseline.Cells[1].Runs[0].Result.CPU = 400 * 60 * time.Microsecond  // 60 µs a request
+	res.Curve.Points[0].Cells[1].Runs[0].Result.CPU = 300 * 69 * time.Microsecond // 69 µs a request
+	var table strings.Builder
+	WriteCurve(&table, res)
+	containsAll(t, "curve table", table.String(),
+		"| `/` new connection | 1 process | 400.0 | 1.00× | 2.00 | 40.0 | 60.0 |",
+		"| `/` new connection | 2 workers | 300.0 | 0.75× | 2.00 | 40.0 | 69.0 |",
+		"| `/` keep-alive | 2 workers | 950.0 | 0.95× | 2.00 | 40.0 | ? |")
+	found := 0
+	for _, tg := range Targets(res) {
+		switch tg.Goal {
+		case "2 workers × 1 process, curve: `/` new connection":
+			found++
+			if tg.Measured != "0.750×; generator CPU per request 1.15×" {
+				t.Errorf("measured %q, want the generator's ratio beside the pool's", tg.Measured)
+			}
+		case "2 workers × 1 process, curve: `/` keep-alive":
+			found++
+			if strings.Contains(tg.Measured, "generator") {
+				t.Errorf("measured %q: the generator reported no CPU time for this cell", tg.Measured)
+			}
+		}
+	}
+	if found != 2 {
+		t.Fatalf("found %d of the 2 targets at 2 workers", found)
+	}
+}

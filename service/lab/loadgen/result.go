@@ -45,6 +45,12 @@ type Result struct {
 	// reached its own limits.
 	Interrupted bool          `json:"interrupted"`
 	Elapsed     time.Duration `json:"elapsed_ns"`
+	// CPU is the generator's own CPU time (user and system, every thread of
+	// its process) over the run. Per response it gauges the machine's speed
+	// at the time: the generator's work per request is the same whatever
+	// serves it, so when this moves between runs the machine moved
+	// (a shared host, docs/benchmarks.md), not the server.
+	CPU time.Duration `json:"cpu_ns,omitempty"`
 	// Throughput is Responses per second of Elapsed.
 	Throughput float64 `json:"throughput_rps"`
 	// Latency is over 2xx responses only.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -20,6 +21,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	cpu := processCPU()
 	r := newRunner(opts, time.Now())
 	all := make([]*stats, opts.Concurrency)
 	var wg sync.WaitGroup
@@ -28,7 +30,21 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		wg.Go(func() { r.work(ctx, all[i]) })
 	}
 	wg.Wait()
-	return r.result(ctx, all), nil
+	res := r.result(ctx, all)
+	if cpu > 0 {
+		res.CPU = processCPU() - cpu
+	}
+	return res, nil
+}
+
+// processCPU is the process's CPU time so far, user and system, or 0 when
+// the kernel does not say.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // runner holds what the goroutines of one run share.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -358,5 +359,25 @@ func TestByHeaderNamesEveryResponseOfAConnection(t *testing.T) {
 		if fmt.Sprint(res.ByHeader) != fmt.Sprint(want) || res.HeaderMissing != missing || res.Dials != 1 {
 			t.Errorf("connection %d: ByHeader %v, missing %d, dials %d; want %v, %d missing, 1 dial", conn, res.ByHeader, res.HeaderMissing, res.Dials, want, missing)
 		}
+	}
+}
+
+// The result carries the generator's own CPU time over the run: more than
+// none, no more than every CPU for the whole run, and none of what the
+// process spent before the run began.
+func TestRunReportsItsOwnCPUTime(t *testing.T) {
+	srv := newWorkerServer(t, 1)
+	before := processCPU()
+	for processCPU()-before < 300*time.Millisecond { // work the run must not count
+	}
+	res := run(t, Options{URL: srv.URL, Concurrency: 4, Requests: 200})
+	if res.CPU <= 0 {
+		t.Fatalf("CPU = %v, want the run's CPU time", res.CPU)
+	}
+	if limit := res.Elapsed * time.Duration(runtime.NumCPU()); res.CPU > limit {
+		t.Errorf("CPU = %v, more than %d CPUs for the run's %v", res.CPU, runtime.NumCPU(), res.Elapsed)
+	}
+	if res.CPU >= 300*time.Millisecond {
+		t.Errorf("CPU = %v for 200 requests: it counts the process's work before the run", res.CPU)
 	}
 }
