@@ -100,24 +100,38 @@ func (r CurveRun) PerRequest() (wakeups, cpuMicros float64) {
 // 2xx response: the machine's speed during the run (loadgen.Result.CPU), or
 // NaN when the generator did not report it.
 func (r CurveRun) GeneratorPerRequest() float64 {
-	if r.Result == nil || r.Result.OK == 0 || r.Result.CPU <= 0 {
-		return math.NaN()
-	}
-	return float64(r.Result.CPU) / 1e3 / float64(r.Result.OK)
+	return generatorPerRequest(r.Result)
 }
 
-// GeneratorMedian is the median of the runs' GeneratorPerRequest, NaN when
-// a run lacks it.
-func (c CurveCellResult) GeneratorMedian() float64 {
+func generatorPerRequest(res *loadgen.Result) float64 {
+	if res == nil || res.OK == 0 || res.CPU <= 0 {
+		return math.NaN()
+	}
+	return float64(res.CPU) / 1e3 / float64(res.OK)
+}
+
+// generatorMedian is the median of the runs' generator CPU per request, NaN
+// when a run lacks it.
+func generatorMedian(runs []*loadgen.Result) float64 {
 	var gens []float64
-	for _, r := range c.Runs {
-		g := r.GeneratorPerRequest()
+	for _, r := range runs {
+		g := generatorPerRequest(r)
 		if math.IsNaN(g) {
 			return math.NaN()
 		}
 		gens = append(gens, g)
 	}
 	return median(gens)
+}
+
+// GeneratorMedian is the median of the runs' GeneratorPerRequest, NaN when
+// a run lacks it.
+func (c CurveCellResult) GeneratorMedian() float64 {
+	var runs []*loadgen.Result
+	for _, r := range c.Runs {
+		runs = append(runs, r.Result)
+	}
+	return generatorMedian(runs)
 }
 
 // Median returns the median 2xx rate, wake-ups and CPU per request over

@@ -100,4 +100,17 @@ func TestTheGeneratorsCPUGaugesTheMachine(t *testing.T) {
 	if found != 2 {
 		t.Fatalf("found %d of the 2 targets at 2 workers", found)
 	}
+
+	// The closed-loop table likewise, over every round of each side.
+	for _, r := range res.route(NWorkersName, "/").ClosedLoops() {
+		r.CPU = time.Duration(r.OK) * 90 * time.Microsecond
+	}
+	for _, r := range res.route(BaselineName, "/").ClosedLoops() {
+		r.CPU = time.Duration(r.OK) * 100 * time.Microsecond
+	}
+	var out strings.Builder
+	WriteTargets(&out, res)
+	containsAll(t, "targets table", out.String(),
+		"| 2 workers (N workers) × 1 process, closed-loop table: `/` keep-alive | >= 0.95× | 0.950×; generator CPU per request 0.90× | yes |",
+		"| 2 workers (N workers) × 1 process, closed-loop table: `/fib?n=30` keep-alive | >= 0.95× | 0.950× | yes |")
 }
