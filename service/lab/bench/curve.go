@@ -97,41 +97,27 @@ func (r CurveRun) PerRequest() (wakeups, cpuMicros float64) {
 }
 
 // GeneratorPerRequest returns the load generator's own CPU microseconds per
-// 2xx response: the machine's speed during the run (loadgen.Result.CPU), or
-// NaN when the generator did not report it.
+// 2xx response (loadgen.Result.CPU), or NaN when the generator did not
+// report it.
 func (r CurveRun) GeneratorPerRequest() float64 {
-	return generatorPerRequest(r.Result)
-}
-
-func generatorPerRequest(res *loadgen.Result) float64 {
-	if res == nil || res.OK == 0 || res.CPU <= 0 {
+	if r.Result == nil || r.Result.OK == 0 || r.Result.CPU <= 0 {
 		return math.NaN()
 	}
-	return float64(res.CPU) / 1e3 / float64(res.OK)
+	return float64(r.Result.CPU) / 1e3 / float64(r.Result.OK)
 }
 
-// generatorMedian is the median of the runs' generator CPU per request, NaN
-// when a run lacks it.
-func generatorMedian(runs []*loadgen.Result) float64 {
+// GeneratorMedian is the median of the runs' GeneratorPerRequest, NaN when
+// a run lacks it.
+func (c CurveCellResult) GeneratorMedian() float64 {
 	var gens []float64
-	for _, r := range runs {
-		g := generatorPerRequest(r)
+	for _, r := range c.Runs {
+		g := r.GeneratorPerRequest()
 		if math.IsNaN(g) {
 			return math.NaN()
 		}
 		gens = append(gens, g)
 	}
 	return median(gens)
-}
-
-// GeneratorMedian is the median of the runs' GeneratorPerRequest, NaN when
-// a run lacks it.
-func (c CurveCellResult) GeneratorMedian() float64 {
-	var runs []*loadgen.Result
-	for _, r := range c.Runs {
-		runs = append(runs, r.Result)
-	}
-	return generatorMedian(runs)
 }
 
 // Median returns the median 2xx rate, wake-ups and CPU per request over
@@ -337,11 +323,11 @@ func writeCurveMethod(p *printer, res *Results) {
 	p.printf("  woken for the next (a new connection wakes one idle worker, once: its poller holds the socket with\n")
 	p.printf("  EPOLLEXCLUSIVE, and the socket defers accepts until the request arrives; and the unit's GODEBUG keeps\n")
 	p.printf("  each runtime's monitor thread awake, docs/operations.md).\n")
-	p.printf("- Generator CPU per request: the load generator's own CPU time (user and system, `getrusage`) over the\n")
-	p.printf("  run, divided by the 2xx responses. Its work per request is the same whatever serves it, so it\n")
-	p.printf("  gauges the machine's speed at the time: on a shared host the whole machine can run some 15%% slower\n")
-	p.printf("  for tens of seconds, the workers and the generator alike, and a ratio whose two sides met\n")
-	p.printf("  different speeds says so in this column (and in the targets' table).\n\n")
+	p.printf("- Generator CPU per request: the load generator's own CPU time (user and system, `getrusage`) over\n")
+	p.printf("  the run, divided by the 2xx responses. Between runs of one configuration it gauges the machine's\n")
+	p.printf("  speed: a shared host can run the whole machine some 15%% slower for tens of seconds at a time, the\n")
+	p.printf("  workers and the generator alike; the column gives the median, the log every run's.\n")
+	p.printf("  Between configurations it also moves with how the server's responses come back, most on keep-alive.\n\n")
 }
 
 // WriteCurve writes the worker-count table: for each cell, the 2xx rate

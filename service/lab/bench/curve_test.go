@@ -316,3 +316,18 @@ func TestCurveCellAtSomeWorkerCounts(t *testing.T) {
 	writeCurveMethod(asPrinter(&method), res)
 	containsAll(t, "curve method", method.String(), "- `/slow` keep-alive runs at 4 workers only, besides the baseline.")
 }
+
+// When the generator reports its own CPU time, the curve's table gives it per
+// request; a run without it shows "?".
+func TestWriteCurveGivesTheGeneratorsCPU(t *testing.T) {
+	res := curveSample()
+	res.Curve.Baseline.Cells[1].Runs[0].Result.CPU = 400 * 60 * time.Microsecond  // 60 µs a request
+	res.Curve.Points[0].Cells[1].Runs[0].Result.CPU = 300 * 69 * time.Microsecond // 69 µs a request
+	var table strings.Builder
+	WriteCurve(&table, res)
+	containsAll(t, "curve table", table.String(),
+		"| generator CPU µs / request |",
+		"| `/` new connection | 1 process | 400.0 | 1.00× | 2.00 | 40.0 | 60.0 |",
+		"| `/` new connection | 2 workers | 300.0 | 0.75× | 2.00 | 40.0 | 69.0 |",
+		"| `/` keep-alive | 2 workers | 950.0 | 0.95× | 2.00 | 40.0 | ? |")
+}

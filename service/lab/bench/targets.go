@@ -83,8 +83,7 @@ func Targets(res *Results) []Target {
 					out = append(out, missing(goal, fmt.Sprintf(">= %.2f×", want), "no 2xx from "+BaselineName))
 					continue
 				}
-				t := ratio(goal, rate/base, want, pt.Cells[i].RoundRatios(c.Baseline.Cells[i]))
-				out = append(out, withMachine(t, pt.Cells[i].GeneratorMedian(), c.Baseline.Cells[i].GeneratorMedian()))
+				out = append(out, ratio(goal, rate/base, want, pt.Cells[i].RoundRatios(c.Baseline.Cells[i])))
 			}
 		}
 	} else {
@@ -108,8 +107,7 @@ func Targets(res *Results) []Target {
 				rounds = append(rounds, Goodput(r)/Goodput(baseRuns[i]))
 			}
 		}
-		t := ratio(goal, pool.MedianGoodput()/b, TargetAtCPUs, rounds)
-		out = append(out, withMachine(t, generatorMedian(pool.ClosedLoops()), generatorMedian(base.ClosedLoops())))
+		out = append(out, ratio(goal, pool.MedianGoodput()/b, TargetAtCPUs, rounds))
 	}
 
 	// The handler stack.
@@ -238,10 +236,7 @@ func WriteTargets(w io.Writer, res *Results) {
 	}
 	p.printf("Issue 12's targets (\"The pool costs nothing\") as this run measured them: **%d of %d met**. Each value is\n", met, len(targets))
 	p.printf("one of the tables below; ratios with 3 decimals so that none is rounded across its threshold, and in\n")
-	p.printf("brackets the lowest and highest of the run's rounds, which say how far one run can be trusted.\n")
-	p.printf("\"Generator CPU per request\" is the load generator's own CPU time per response on the measured side\n")
-	p.printf("over the baseline's (medians): the machine's speed when each side ran, since the generator's work per\n")
-	p.printf("request hardly depends on the server. Above 1, the pool met a slower machine than its baseline did.\n\n")
+	p.printf("brackets the lowest and highest of the run's rounds, which say how far one run can be trusted.\n\n")
 	p.printf("| target | asked | this run | met |\n|---|---|---|---|\n")
 	for _, t := range targets {
 		verdict := "yes"
@@ -250,15 +245,4 @@ func WriteTargets(w io.Writer, res *Results) {
 		}
 		p.printf("| %s | %s | %s | %s |\n", t.Goal, t.Asked, t.Measured, verdict)
 	}
-}
-
-// withMachine adds to a ratio's target the generator's CPU per request on
-// its side over the baseline's side (medians), when both were reported: the
-// machine's speed when each side ran. Above 1 the ratio's side met a slower
-// machine than its baseline; the target is judged on the ratio alone.
-func withMachine(t Target, gen, baseGen float64) Target {
-	if gen > 0 && baseGen > 0 {
-		t.Measured += fmt.Sprintf("; generator CPU per request %.2f×", gen/baseGen)
-	}
-	return t
 }

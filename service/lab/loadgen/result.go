@@ -46,10 +46,10 @@ type Result struct {
 	Interrupted bool          `json:"interrupted"`
 	Elapsed     time.Duration `json:"elapsed_ns"`
 	// CPU is the generator's own CPU time (user and system, every thread of
-	// its process) over the run. Per response it gauges the machine's speed
-	// at the time: the generator's work per request is the same whatever
-	// serves it, so when this moves between runs the machine moved
-	// (a shared host, docs/benchmarks.md), not the server.
+	// its process) over the run. Per response, between runs against the same
+	// server, it gauges the machine's speed at the time: on a shared host the
+	// whole machine slows down now and then, the generator with the server
+	// (docs/benchmarks.md).
 	CPU time.Duration `json:"cpu_ns,omitempty"`
 	// Throughput is Responses per second of Elapsed.
 	Throughput float64 `json:"throughput_rps"`
