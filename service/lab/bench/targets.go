@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -53,7 +54,7 @@ func Targets(res *Results) []Target {
 	var out []Target
 	cpus := res.Plan.CPUs
 	ratio := func(goal string, v, want float64, spread []float64) Target {
-		return Target{Goal: goal, Asked: fmt.Sprintf(">= %.2f×", want), Measured: fmt.Sprintf("%.3f×", v) + spreadOf(spread, "%.2f"),
+		return Target{Goal: goal, Asked: fmt.Sprintf(">= %.2f×", want), Measured: sided(v, 3, func(x float64) bool { return x >= want }) + "×" + spreadOf(spread, "%.2f"),
 			Met: !math.IsNaN(v) && v >= want}
 	}
 	missing := func(goal, asked, why string) Target { return Target{Goal: goal, Asked: asked, Measured: why} }
@@ -153,18 +154,18 @@ func Targets(res *Results) []Target {
 		}
 		v := float64(on.Result.Latency.P99) / float64(s.Unloaded.Latency.P99)
 		out = append(out, Target{Goal: "spike, median round: admitted p99 × unloaded p99",
-			Asked: fmt.Sprintf("<= %.0f×", TargetSpikeP99), Measured: fmt.Sprintf("%.2f×%s", v, spreadOf(ratios, "%.2f×")), Met: v <= TargetSpikeP99})
+			Asked: fmt.Sprintf("<= %.0f×", TargetSpikeP99), Measured: sided(v, 2, func(x float64) bool { return x <= TargetSpikeP99 }) + "×" + spreadOf(ratios, "%.2f×"), Met: v <= TargetSpikeP99})
 		rejected := on.Result.Responses > on.Result.OK
 		t := Target{Goal: "spike, median round: time to reject p50", Asked: "<= " + Millis(TargetRejectP50),
 			Measured: "none rejected", Met: false}
 		if rejected {
-			t.Measured = Millis(on.Result.Non2xxLatency.P50) + spreadOfDurations(rejects)
+			t.Measured = millisSided(on.Result.Non2xxLatency.P50, TargetRejectP50) + spreadOfDurations(rejects)
 			t.Met = on.Result.Non2xxLatency.P50 <= TargetRejectP50
 		}
 		out = append(out, t)
 		t = Target{Goal: "spike, median round: `/healthz` p99", Asked: "<= " + Millis(TargetHealthP99), Measured: "not probed"}
 		if on.Health != nil {
-			t.Measured = Millis(on.Health.Latency.P99) + spreadOfDurations(health)
+			t.Measured = millisSided(on.Health.Latency.P99, TargetHealthP99) + spreadOfDurations(health)
 			t.Met = on.Health.OK > 0 && on.Health.Latency.P99 <= TargetHealthP99
 		}
 		out = append(out, t)
@@ -183,15 +184,15 @@ func Targets(res *Results) []Target {
 		}
 		f, k := time.Duration(median(first)), time.Duration(median(kills))
 		out = append(out,
-			Target{Goal: "cold start to the first 200, median", Asked: "<= " + Millis(TargetStart), Measured: Millis(f) + spreadOfDurations(first), Met: f <= TargetStart},
-			Target{Goal: "kill -9 of a worker to its successor's READY=1, median", Asked: "<= " + Millis(TargetReplace), Measured: Millis(k) + spreadOfDurations(kills), Met: k <= TargetReplace})
+			Target{Goal: "cold start to the first 200, median", Asked: "<= " + Millis(TargetStart), Measured: millisSided(f, TargetStart) + spreadOfDurations(first), Met: f <= TargetStart},
+			Target{Goal: "kill -9 of a worker to its successor's READY=1, median", Asked: "<= " + Millis(TargetReplace), Measured: millisSided(k, TargetReplace) + spreadOfDurations(kills), Met: k <= TargetReplace})
 	} else {
 		out = append(out, missing("cold start and replacement", "<= "+Millis(TargetStart)+", <= "+Millis(TargetReplace), "not measured"))
 	}
 
 	if res.Elapsed > 0 {
 		out = append(out, Target{Goal: "the bench's own time (cmd/clusterapp-bench, from the box's boot to the page; `make bench` adds the build)",
-			Asked: fmt.Sprintf("< %.0f min", TargetDuration.Minutes()), Measured: res.Elapsed.Round(time.Second).String(), Met: res.Elapsed < TargetDuration})
+			Asked: fmt.Sprintf("< %.0f min", TargetDuration.Minutes()), Measured: res.Elapsed.Truncate(time.Second).String(), Met: res.Elapsed < TargetDuration}) // truncated: 14m59.6s is not "15m0s"
 	}
 	return out
 }
@@ -205,6 +206,30 @@ func wantAt(n, cpus int) float64 {
 		return TargetOverProvisioned
 	}
 	return 0
+}
+
+// sided formats v with prec decimals, or more when fewer would print a
+// value on the other side of the threshold (met) than v itself: 0.9496
+// against ">= 0.95" prints 0.9496, not 0.950, so that no value reads as met
+// beside "no", or the reverse.
+func sided(v float64, prec int, met func(float64) bool) string {
+	for p := prec; ; p++ {
+		s := strconv.FormatFloat(v, 'f', p, 64)
+		if x, err := strconv.ParseFloat(s, 64); err != nil || met(x) == met(v) || p >= 9 {
+			return s
+		}
+	}
+}
+
+// millisSided is Millis, with more decimals when Millis would print a
+// duration over limit as one at or under it.
+func millisSided(d, limit time.Duration) string {
+	s := Millis(d)
+	ms, err := strconv.ParseFloat(strings.TrimSuffix(s, " ms"), 64)
+	if err != nil || (ms <= limit.Seconds()*1e3) == (d <= limit) {
+		return s
+	}
+	return sided(d.Seconds()*1e3, 0, func(x float64) bool { return x <= limit.Seconds()*1e3 }) + " ms"
 }
 
 // spreadOf formats " (rounds lo-hi)" of values, or "" for fewer than two.

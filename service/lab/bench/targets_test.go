@@ -68,3 +68,42 @@ func TestTargetsDoNotRoundAcrossTheThreshold(t *testing.T) {
 	}
 	t.Fatal("no target for the pool of 2 on `/` keep-alive")
 }
+
+// A value is printed with as many decimals as it takes to stay on its own
+// side of the threshold: never "0.950×" beside "no" against ">= 0.95×".
+func TestTargetsPrintNoValueOnTheWrongSide(t *testing.T) {
+	res := curveSample()
+	res.Curve.Points[0].Cells[0].Runs[0].Result = &loadgen.Result{OK: 9496, Responses: 9496, Elapsed: 10 * time.Second} // 949.6 over 1000
+	found := false
+	for _, tg := range Targets(res) {
+		if tg.Goal == "2 workers × 1 process, curve: `/` keep-alive" {
+			found = true
+			if tg.Met || tg.Measured != "0.9496×" {
+				t.Errorf("0.9496 against >= 0.95: %+v, want not met, measured 0.9496×", tg)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no target for the pool of 2 on `/` keep-alive")
+	}
+
+	atLeast := func(x float64) bool { return x >= 0.95 }
+	atMost := func(x float64) bool { return x <= 2 }
+	for _, c := range []struct{ got, want string }{
+		{sided(0.9496, 3, atLeast), "0.9496"},
+		{sided(0.9504, 3, atLeast), "0.950"},
+		{sided(0.94996, 3, atLeast), "0.94996"},
+		{sided(1.2345, 3, atLeast), "1.234"},
+		{sided(2.004, 2, atMost), "2.004"},
+		{sided(1.996, 2, atMost), "2.00"}, // rounds up onto the threshold: still met
+		{millisSided(2004*time.Microsecond, 2*time.Millisecond), "2.004 ms"},
+		{millisSided(100400*time.Microsecond, 100*time.Millisecond), "100.4 ms"},
+		{millisSided(199600*time.Microsecond, 200*time.Millisecond), "200 ms"}, // 199.6 ms: at or under, met
+		{millisSided(10030*time.Microsecond, 10*time.Millisecond), "10.03 ms"},
+		{millisSided(58*time.Millisecond, 100*time.Millisecond), "58.0 ms"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}
