@@ -45,8 +45,9 @@ type Result struct {
 	// reached its own limits.
 	Interrupted bool          `json:"interrupted"`
 	Elapsed     time.Duration `json:"elapsed_ns"`
-	// CPU is the generator's own CPU time (user and system, every thread of
-	// its process) over the run. Per response, between runs against the same
+	// CPU is the process's CPU time (user and system, every thread) over
+	// the run: the generator's own when the run has its process to itself,
+	// as in clusterapp-load. Per response, between runs against the same
 	// server, it gauges the machine's speed at the time: on a shared host the
 	// whole machine slows down now and then, the generator with the server
 	// (docs/benchmarks.md).
