@@ -129,6 +129,59 @@ func TestFileLimitInEffect(t *testing.T) {
 	}
 }
 
+// docs/operations.md, "CPU scheduling: rate or latency": the workers run at
+// the kernel's default policy, and an operator who prefers the rate of new
+// connections to latency at saturation turns it to SCHED_BATCH with a
+// drop-in and a rolling reload, as the page says: every thread of every new
+// worker then runs under it (the unit's sandbox does not refuse it), and no
+// request fails on the way.
+func TestOperatorTurnsWorkersToBatchScheduling(t *testing.T) {
+	b := sandbox.New(t, sandbox.Options{})
+	n := runtime.NumCPU()
+	b.Start(n)
+	const other, batch = 0, 3 // SCHED_OTHER, SCHED_BATCH (linux/sched.h)
+	for _, u := range b.WorkerUnits(n) {
+		if got := threadPolicies(t, b, b.MainPID(u)); len(got) != 1 || got[other] == 0 {
+			t.Fatalf("%s threads by policy %v, want all SCHED_OTHER (%d)", u, got, other)
+		}
+	}
+	b.WriteFile("/etc/systemd/system/"+config.WorkerTemplate+".d/80-scheduling.conf", "[Service]\nCPUSchedulingPolicy=batch\n")
+	b.Must("systemctl", "daemon-reload")
+	wait := b.LoadAsync("/", "-c", "8", "-rate", "2000", "-d", "6s")
+	time.Sleep(time.Second)
+	b.Must("clusterapp", "reload")
+	if res := wait(); res.Errors() != 0 || res.OK == 0 {
+		t.Fatalf("load across the reload: %d ok, errors %v", res.OK, res.ErrorSamples)
+	}
+	for _, u := range b.WorkerUnits(n) {
+		if got := threadPolicies(t, b, b.MainPID(u)); len(got) != 1 || got[batch] == 0 {
+			t.Fatalf("%s threads by policy %v after the drop-in and a reload, want all SCHED_BATCH (%d)", u, got, batch)
+		}
+	}
+}
+
+// threadPolicies counts the threads of process pid by scheduling policy,
+// field 41 of /proc/PID/task/TID/stat.
+func threadPolicies(t *testing.T, b *sandbox.Box, pid int) map[int]int {
+	t.Helper()
+	out := b.Must("sh", "-c", fmt.Sprintf("cat /proc/%d/task/*/stat", pid))
+	got := map[int]int{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		// The command name, field 2, is in parentheses and may hold spaces:
+		// count from the last ')', after which field 3 comes first.
+		f := strings.Fields(line[strings.LastIndexByte(line, ')')+1:])
+		if len(f) < 41-2 {
+			t.Fatalf("short stat line for pid %d: %q", pid, line)
+		}
+		p, err := strconv.Atoi(f[41-3])
+		if err != nil {
+			t.Fatalf("stat line for pid %d: policy %q: %v", pid, f[41-3], err)
+		}
+		got[p]++
+	}
+	return got
+}
+
 // limit returns the soft or hard value of the "Max open files" line of a
 // /proc/PID/limits file ("Max open files  SOFT  HARD  files").
 func limit(t *testing.T, limits string, hard bool) int {
