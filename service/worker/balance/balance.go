@@ -45,7 +45,7 @@
 // for each request, where a pool of one worker per CPU serves the same load
 // with its workers busy, taking connections as they look for work, without
 // being woken (docs/benchmarks.md, "Workers past one per CPU step back").
-// So a surplus worker (instance number above the CPU count, Primaries)
+// So a surplus worker (instance number above the pool's CPU count, Primaries)
 // takes its wait out of the socket (exclusive.Pause) while every primary
 // worker is live, its clients open a connection per request, and none of
 // its requests waited PressureWait for an admission slot or was turned away
@@ -66,6 +66,7 @@ package balance
 import (
 	"context"
 	"fmt"
+	"math/bits"
 	"net"
 	"sync/atomic"
 	"time"
@@ -78,22 +79,24 @@ import (
 
 // layoutVersion is the meaning of the words (version 1 was version 2's
 // words under version 1's header, in balance.table; version 2 had the
-// heartbeat and the connections only).
-const layoutVersion = 3
+// heartbeat and the connections only; version 3 had no CPU mask).
+const layoutVersion = 4
 
 // Slots is the largest number of workers (1..Slots) balanced: config.MaxWorkers.
 const Slots = config.MaxWorkers
 
 // The words of a slot: heartbeat (ns on CLOCK_MONOTONIC, see shm.Clock; 0 =
 // not serving), open connections, connections accepted, flags (flagNew,
-// flagBack), and when a request last waited for an admission slot or was
-// turned away (ns on the heartbeat's clock; 0 = never).
+// flagBack), when a request last waited for an admission slot or was
+// turned away (ns on the heartbeat's clock; 0 = never), and the CPUs the
+// worker may run on (Options.CPUs).
 const (
 	wordBeat = iota
 	wordConns
 	wordAccepted
 	wordFlags
 	wordPressure
+	wordCPUs
 	wordsPerSlot
 )
 
@@ -120,8 +123,16 @@ type Options struct {
 	// Primaries is how many workers (slots 0..Primaries-1) keep taking new
 	// connections under new-connection load; the others step back while
 	// those keep up. The worker sets it to its CPU count; 0 (or Slots):
-	// no worker steps back.
+	// no worker steps back. While every live worker publishes its CPUs,
+	// the primaries are as many as the CPUs of all of them together: the
+	// pool's CPUs, not this worker's, which differ when an operator pins
+	// workers one by one (each then counts one CPU, and worker 1 alone
+	// would take every one-request connection).
 	Primaries int
+	// CPUs is the set of CPUs this worker may run on, bit i for CPU i, 0
+	// when unknown (a CPU past 63): a worker that publishes none keeps
+	// every worker at Primaries.
+	CPUs uint64
 	// StepPoll is the pause between looks while stepped back. Default 10ms.
 	StepPoll time.Duration
 	// PressureWait is the wait for an admission slot that counts as
@@ -156,6 +167,9 @@ type Balancer struct {
 	// reuse is the EWMA of connection reuse, in 1/reuseOne; the gate is on
 	// at or above reuseOne/2.
 	reuse atomic.Int64
+	// primaries is Options.Primaries, or the pool's CPU count (Options.CPUs),
+	// counted again at every beat.
+	primaries atomic.Int64
 }
 
 const (
@@ -163,7 +177,7 @@ const (
 	reuseWeight = 16 // each event moves the average 1/16 of the way
 )
 
-// Layout is the shared table's layout; its FileName is balance.v3.1024.table.
+// Layout is the shared table's layout; its FileName is balance.v4.1024.table.
 var Layout = shm.Layout{Kind: "balance", Version: layoutVersion, Size: Slots, Words: Slots * wordsPerSlot}
 
 // Open maps the shared table in dir (the workers' common runtime directory),
@@ -219,7 +233,35 @@ func New(r *shm.Region, opts Options) *Balancer {
 	for w := wordConns; w < wordsPerSlot; w++ { // a previous process's
 		atomic.StoreUint64(b.slot(opts.Self, w), 0)
 	}
+	atomic.StoreUint64(b.slot(opts.Self, wordCPUs), opts.CPUs)
+	b.countPrimaries()
 	return b
+}
+
+// countPrimaries sets the primaries: Options.Primaries, or, while every
+// live worker (this one counted even before its first beat) publishes its
+// CPUs, as many as the CPUs of their union.
+func (b *Balancer) countPrimaries() {
+	n := int64(b.opts.Primaries)
+	if n > 0 && n < Slots {
+		now := int64(b.opts.Clock())
+		var union uint64
+		for i := range Slots {
+			if i != b.opts.Self && !b.live(i, now) {
+				continue
+			}
+			m := atomic.LoadUint64(b.slot(i, wordCPUs))
+			if m == 0 {
+				union = 0
+				break
+			}
+			union |= m
+		}
+		if union != 0 {
+			n = int64(bits.OnesCount64(union))
+		}
+	}
+	b.primaries.Store(n)
 }
 
 func (b *Balancer) slot(i, word int) *uint64 { return &b.words[i*wordsPerSlot+word] }
@@ -281,6 +323,7 @@ func (b *Balancer) Run(ctx context.Context) {
 	defer b.Leave()
 	for {
 		b.Beat()
+		b.countPrimaries()
 		select {
 		case <-ctx.Done():
 			return
@@ -333,7 +376,8 @@ func (b *Balancer) live(i int, now int64) bool {
 // Surplus reports whether this worker is past the primaries: one that steps
 // back under new-connection load while they keep up.
 func (b *Balancer) Surplus() bool {
-	return b.opts.Primaries > 0 && b.opts.Primaries < Slots && b.opts.Self >= b.opts.Primaries
+	p := int(b.primaries.Load())
+	return p > 0 && p < Slots && b.opts.Self >= p
 }
 
 // PrimariesCalm reports whether every primary worker is live, serves
@@ -341,7 +385,7 @@ func (b *Balancer) Surplus() bool {
 // an admission slot or turned away within PressureFor.
 func (b *Balancer) PrimariesCalm() bool {
 	now := int64(b.opts.Clock())
-	for i := range b.opts.Primaries {
+	for i := range int(b.primaries.Load()) {
 		if !b.live(i, now) || atomic.LoadUint64(b.slot(i, wordFlags))&flagNew == 0 {
 			return false
 		}
@@ -355,7 +399,7 @@ func (b *Balancer) PrimariesCalm() bool {
 // primaryAccepts is the connections the primaries accepted so far.
 func (b *Balancer) primaryAccepts() uint64 {
 	var n uint64
-	for i := range b.opts.Primaries {
+	for i := range int(b.primaries.Load()) {
 		n += atomic.LoadUint64(b.slot(i, wordAccepted))
 	}
 	return n

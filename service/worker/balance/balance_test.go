@@ -545,3 +545,75 @@ func TestClosingTheListenerEndsAStepBack(t *testing.T) {
 		t.Fatal("Accept still stepped back 5s after its listener closed")
 	}
 }
+
+// The primaries are the pool's CPUs, counted from every live worker's
+// published set: workers pinned one by one (each counting one CPU) are
+// all primaries, a dead worker's set no longer counts, and a worker that
+// publishes none keeps everyone at Options.Primaries.
+func TestPrimariesCountThePoolsCPUs(t *testing.T) {
+	c := &clock{1000 * time.Second}
+	r := shm.Local(Slots * wordsPerSlot)
+	join := func(self int, cpus uint64, primaries int) *Balancer {
+		b := New(r, Options{Self: self, Clock: c.now, Primaries: primaries, CPUs: cpus})
+		b.Beat()
+		return b
+	}
+	recount := func(bs ...*Balancer) {
+		for _, b := range bs {
+			b.countPrimaries()
+		}
+	}
+	// Two workers pinned to CPU 0 and CPU 1, each counting one CPU.
+	w0 := join(0, 0b01, 1)
+	if got := w0.primaries.Load(); got != 1 {
+		t.Fatalf("alone on CPU 0: %d primaries, want 1", got)
+	}
+	w1 := join(1, 0b10, 1)
+	recount(w0, w1)
+	if w1.Surplus() || w0.primaries.Load() != 2 || w1.primaries.Load() != 2 {
+		t.Fatalf("pinned to CPUs 0 and 1: primaries %d and %d, worker 2 surplus %v; want 2, 2, false",
+			w0.primaries.Load(), w1.primaries.Load(), w1.Surplus())
+	}
+	// A third worker on CPU 0 is past the pool's two CPUs.
+	w2 := join(2, 0b01, 1)
+	recount(w0, w1, w2)
+	if !w2.Surplus() || w1.Surplus() {
+		t.Fatalf("third worker on CPU 0: surplus %v (want true), second %v (want false)", w2.Surplus(), w1.Surplus())
+	}
+	// A worker that cannot say its CPUs: everyone falls back to its own count.
+	w3 := join(3, 0, 1)
+	recount(w0, w1, w2, w3)
+	if !w1.Surplus() || w0.primaries.Load() != 1 {
+		t.Fatalf("with a worker of unknown CPUs: primaries %d, second worker surplus %v; want 1, true", w0.primaries.Load(), w1.Surplus())
+	}
+	w3.Leave()
+	w1.Leave()
+	recount(w0, w2)
+	if got := w0.primaries.Load(); got != 1 {
+		t.Fatalf("the workers on CPU 1 and of unknown CPUs gone: %d primaries, want 1 (CPU 0)", got)
+	}
+	// Primaries 0 turns stepping back off, whatever the sets.
+	off := New(shm.Local(Slots*wordsPerSlot), Options{Self: 5, Clock: c.now, CPUs: 0b11})
+	if off.Surplus() || off.primaries.Load() != 0 {
+		t.Fatalf("Primaries 0: primaries %d, surplus %v; want 0, false", off.primaries.Load(), off.Surplus())
+	}
+}
+
+// Unpinned workers publish the same set: the primaries are its CPUs, as
+// many as each worker counts, and the worker past them is surplus.
+func TestPrimariesOfUnpinnedWorkersAreTheCPUCount(t *testing.T) {
+	c := &clock{1000 * time.Second}
+	r := shm.Local(Slots * wordsPerSlot)
+	var bs []*Balancer
+	for i := range 3 {
+		b := New(r, Options{Self: i, Clock: c.now, Primaries: 2, CPUs: 0b11})
+		b.Beat()
+		bs = append(bs, b)
+	}
+	for _, b := range bs {
+		b.countPrimaries()
+	}
+	if bs[0].Surplus() || bs[1].Surplus() || !bs[2].Surplus() {
+		t.Fatalf("3 workers on CPUs 0-1: surplus %v %v %v, want false false true", bs[0].Surplus(), bs[1].Surplus(), bs[2].Surplus())
+	}
+}

@@ -14,7 +14,7 @@
 // CLUSTERAPP_RATE_LIMIT_SLOTS, or an upgrade that changed a layout, made
 // every worker exit until someone deleted the file by hand. Now the layout
 // version and the size are in the file name (ratelimit.v2.65536.table,
-// balance.v3.1024.table): workers started with different settings, as during
+// balance.v4.1024.table): workers started with different settings, as during
 // a rolling restart that changes them, map different files and never fight
 // over one. A file of the right name whose size or header is wrong
 // (truncated, corrupt, a symbolic link) is replaced.
