@@ -22,13 +22,12 @@ func TestWorkersPinnedOneByOneShareNewConnections(t *testing.T) {
 		t.Skip("one CPU: no worker can be pinned apart from another")
 	}
 	b := sandbox.New(t, sandbox.Options{Env: fmt.Sprintf("CLUSTERAPP_WORKERS=%d\n", n)})
-	for k := 1; k <= n; k++ {
-		b.WriteFile(fmt.Sprintf("/etc/systemd/system/clusterapp-worker@%d.service.d/80-test-pin.conf", k),
-			fmt.Sprintf("[Service]\nCPUAffinity=%d\n", k-1))
+	units := b.WorkerUnits(n)
+	for k, u := range units {
+		b.WriteFile("/etc/systemd/system/"+u+".d/80-test-pin.conf", fmt.Sprintf("[Service]\nCPUAffinity=%d\n", k))
 	}
 	b.Must("systemctl", "daemon-reload")
 	b.Start(n)
-	units := b.WorkerUnits(n)
 	names := make([]string, n)
 	for k, u := range units {
 		names[k] = strconv.Itoa(k + 1)
