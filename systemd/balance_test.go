@@ -93,10 +93,15 @@ func TestSurplusWorkersStepBackForOneRequestConnections(t *testing.T) {
 // admission slot each: a worker busy computing must not collect the
 // connections while the other sits idle. The workers' pollers hold the
 // socket with EPOLLEXCLUSIVE (package exclusive): the kernel wakes the first
-// worker with a thread asleep in its poller, and a worker computing on its
-// one P has none, so the idle one is woken. (An earlier accept path of its
-// own, a goroutine blocked in epoll_wait, always had one asleep: it sent 760
-// of 774 connections to one worker.)
+// worker with a thread asleep in its poller, which a worker computing on its
+// one P has not. Under this load each worker soon runs the spare P, though,
+// and then it has one asleep while its slot computes: it took connections to
+// queue them while the other idled (615 of 896 to one worker in a CI run,
+// 1.2-1.5x locally, the idle one using 70-80% of the other's CPU time), until
+// a worker with every slot taken left the wait to a free one (package
+// balance: 1.00-1.09x). An earlier accept path of its own, a goroutine
+// blocked in epoll_wait, always had a thread asleep: it sent 760 of 774
+// connections to one worker.
 func TestNewConnectionsGoToAFreeWorker(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=2\nCLUSTERAPP_CACHE_ENTRIES=0\n"})
 	b.Start(2)
@@ -106,8 +111,8 @@ func TestNewConnectionsGoToAFreeWorker(t *testing.T) {
 	if res.Errors() != 0 || res.OK == 0 {
 		t.Fatalf("errors %v, ok %d", res.ErrorSamples, res.OK)
 	}
-	if ratio > 2 {
-		t.Fatalf("one worker served %.1fx the other's requests (%v): new connections went to a busy worker", ratio, res.ByHeader)
+	if ratio > 1.5 {
+		t.Fatalf("one worker served %.2fx the other's requests (%v): new connections went to a busy worker", ratio, res.ByHeader)
 	}
 }
 

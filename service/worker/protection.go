@@ -79,9 +79,14 @@ func operatorProcs(lookup func(string) (string, bool), log *logrus.Entry) bool {
 
 // govern adds the serving path's spare P while long requests hold every
 // admission slot and the serving path waits, and drops it after, until ctx
-// ends (admission.Governor); with the operator's GOMAXPROCS it does nothing.
-func (p protection) govern(ctx context.Context, lim *admission.Limiter, log *logrus.Entry) {
+// ends (admission.Governor), telling bal (nil: no balancing) whether the
+// worker runs more Ps than slots; with the operator's GOMAXPROCS it does
+// nothing.
+func (p protection) govern(ctx context.Context, lim *admission.Limiter, bal *balance.Balancer, log *logrus.Entry) {
 	g := &admission.Governor{Procs: p.procs, Slots: lim.Slots, Started: lim.Started(), Long: lim.Long(), WatchLong: lim.WatchLong, Changed: func(from, to int, why string) {
+		if bal != nil {
+			bal.SetSpare(to > p.maxInFlight)
+		}
 		log.WithFields(logrus.Fields{"gomaxprocs": to, "was": from}).Info("GOMAXPROCS: " + why)
 	}}
 	_ = g.Run(ctx) // returns ctx's error once the worker stops
@@ -94,10 +99,17 @@ func (p protection) apply(o *StackOptions, m *metrics.Metrics, bal *balance.Bala
 	if bal != nil {
 		obs = admissionObservers{m, bal} // the balancer publishes slot pressure to the pool
 	}
+	var changed func()
+	if bal != nil {
+		changed = bal.SlotsChanged // a worker with every slot taken leaves the socket's wait to a free one
+	}
 	o.Admission = admission.New(admission.Options{
 		MaxInFlight: p.maxInFlight, Wait: p.cfg.AdmissionWait, RetryAfter: time.Second,
-		Exempt: Unprotected, Observer: obs,
+		Exempt: Unprotected, Observer: obs, SlotsChanged: changed,
 	})
+	if bal != nil {
+		bal.WatchSlots(p.maxInFlight, o.Admission.InFlight, runtime.GOMAXPROCS(0) > p.maxInFlight)
+	}
 	o.StuckAfter = stuckAfter(p.cfg)
 	if p.limiter != nil {
 		trusted, _ := config.ParsePrefixes(p.cfg.TrustedProxies) // validated by config.Load

@@ -47,6 +47,7 @@ type Limiter struct {
 	shedBody   []byte // the 503 answer, the same for every request shed
 	exempt     map[string]bool
 	obs        Observer
+	changed    func() // Options.SlotsChanged
 	now        func() time.Time
 	stall      stallLook // what Stalled saw last
 }
@@ -68,6 +69,11 @@ type Options struct {
 	// Now is the clock a request's wait for a slot is measured on (what
 	// Observer.Admitted is told); default time.Now.
 	Now func() time.Time
+	// SlotsChanged, when set, is called on the request's goroutine after
+	// it takes a slot and after it frees one (InFlight then tells how many
+	// are taken): the balancer keeps a worker whose slots are all taken out
+	// of the socket's wait while another has one free (package balance).
+	SlotsChanged func()
 }
 
 // New returns a Limiter.
@@ -83,7 +89,7 @@ func New(opts Options) *Limiter {
 	}
 	return &Limiter{
 		slots: make(chan struct{}, opts.MaxInFlight), started: make(chan Admission, 1), long: make(chan struct{}, 1), wait: opts.Wait,
-		retryAfter: strconv.Itoa(secs), exempt: exempt, obs: opts.Observer, now: now,
+		retryAfter: strconv.Itoa(secs), exempt: exempt, obs: opts.Observer, changed: opts.SlotsChanged, now: now,
 		shedBody: shedBody(opts.MaxInFlight, opts.Wait, secs),
 	}
 }
@@ -126,6 +132,9 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 			return
 		}
 		defer l.release(mono())
+		if l.changed != nil {
+			l.changed()
+		}
 		if len(l.started) == 0 { // one load per request while a signal is pending
 			select {
 			case l.started <- Admission{At: time.Now(), CPU: processCPU()}: // the Governor's clocks, not Options.Now
@@ -167,6 +176,9 @@ func (l *Limiter) release(start time.Duration) {
 	}
 	<-l.slots
 	l.released.Add(1)
+	if l.changed != nil {
+		l.changed()
+	}
 	if w := time.Duration(l.watch.Load()); w > 0 && held >= w {
 		select {
 		case l.long <- struct{}{}:

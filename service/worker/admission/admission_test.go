@@ -336,3 +336,44 @@ func TestStalled(t *testing.T) {
 	fourth()
 	check(41, 0)
 }
+
+// SlotsChanged is told after each slot taken and each freed, when InFlight
+// already counts it; a request shed or exempt takes none and tells nothing.
+func TestSlotsChangedFollowsEverySlot(t *testing.T) {
+	var mu sync.Mutex
+	var seen []int
+	var l *Limiter
+	l = New(Options{MaxInFlight: 2, Exempt: []string{"/healthz"}, SlotsChanged: func() {
+		mu.Lock()
+		seen = append(seen, l.InFlight())
+		mu.Unlock()
+	}})
+	release := make(chan struct{})
+	entered := make(chan struct{}, 2)
+	h := l.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" {
+			entered <- struct{}{}
+			<-release
+		}
+	}))
+	var wg sync.WaitGroup
+	wg.Go(func() { h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/fib", nil)) })
+	<-entered
+	wg.Go(func() { h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/fib", nil)) })
+	<-entered
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/fib", nil)) // shed: no slot
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/healthz", nil))
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(seen) }
+	release <- struct{}{}
+	for deadline := time.Now().Add(10 * time.Second); count() < 3 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond) // the first request frees its slot before the second does
+	}
+	release <- struct{}{}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if rec.Code != 503 || len(seen) != 4 || seen[0] != 1 || seen[1] != 2 || seen[2] != 1 || seen[3] != 0 {
+		t.Fatalf("third request %d; slots in flight at each call %v, want 503 and [1 2 1 0]", rec.Code, seen)
+	}
+}

@@ -58,6 +58,25 @@
 // connections over every worker, and a pool of long connections is not
 // woken per request.
 //
+// A worker whose admission slots are all taken stays out of the socket's
+// wait while another worker has a slot free. The kernel passes over a
+// worker with no thread asleep in its poller, which is what a worker
+// computing on all of its Ps looks like; but a worker running the spare P
+// (a P more than its slots, package admission's Governor) has one asleep
+// while its slots compute, and took connections only to queue them behind
+// those while another worker idled: on /fib?n=30 with a connection per
+// request, one of two workers took 615 of 896 (TestNewConnectionsGoToAFreeWorker).
+// So while this worker runs more Ps than slots, every slot it takes or
+// frees, every accept and every beat look at the table: with every slot
+// taken, and a live worker that has not stepped back holding fewer
+// connections than a worker has slots (the same for every worker of the
+// pool: one env file), it holds its listeners out of the wait
+// (exclusive.Hold) until either is no longer so. Two workers cannot both
+// hold for long: a worker with every slot taken holds at least as many
+// connections as slots, so it is not the free one another holds for; and
+// while every worker is busy none holds, so a connection is still accepted
+// at once, to be queued or turned away by admission as before.
+//
 // Balancing is an optimisation: when the table cannot be opened (the runtime
 // directory missing, read-only or full), Open fails and the worker accepts
 // as the kernel decides, which costs evenness, never a connection.
@@ -68,6 +87,7 @@ import (
 	"fmt"
 	"math/bits"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -170,6 +190,15 @@ type Balancer struct {
 	// primaries is Options.Primaries, or the pool's CPU count (Options.CPUs),
 	// counted again at every beat.
 	primaries atomic.Int64
+	// The hold while every admission slot is taken (package comment).
+	spare atomic.Bool // more Ps than slots: the kernel cannot tell this worker is busy
+	hold  struct {
+		sync.Mutex
+		slots     int        // admission slots, of this worker and (the same env file) the others
+		inFlight  func() int // admitted requests running; nil: no hold
+		held      bool
+		listeners []net.Listener
+	}
 }
 
 const (
@@ -324,6 +353,7 @@ func (b *Balancer) Run(ctx context.Context) {
 	for {
 		b.Beat()
 		b.countPrimaries()
+		b.SlotsChanged() // the others' connections change without telling
 		select {
 		case <-ctx.Done():
 			return
@@ -414,7 +444,89 @@ type Observer interface {
 // Listener wraps l so each Accept first yields to less-loaded workers, for
 // at most MaxDefer; obs, if not nil, is told of every deferred accept.
 func (b *Balancer) Listener(l net.Listener, obs Observer) net.Listener {
+	b.hold.Lock()
+	b.hold.listeners = append(b.hold.listeners, l)
+	if b.hold.held {
+		_ = exclusive.Hold(l, true)
+	}
+	b.hold.Unlock()
 	return &listener{Listener: l, b: b, obs: obs}
+}
+
+// WatchSlots starts the hold while every admission slot is taken: slots
+// is a worker's admission slots, inFlight how many of this worker's are
+// taken now, and spare whether it runs more Ps than slots (SetSpare
+// follows later changes). Call it before serving; SlotsChanged must then
+// be called after every slot taken or freed (admission.Options).
+func (b *Balancer) WatchSlots(slots int, inFlight func() int, spare bool) {
+	b.hold.Lock()
+	b.hold.slots, b.hold.inFlight = slots, inFlight
+	b.hold.Unlock()
+	b.SetSpare(spare)
+}
+
+// SetSpare says whether this worker now runs more Ps than admission slots
+// (the Governor moved GOMAXPROCS): only then can the kernel not tell that
+// it is busy.
+func (b *Balancer) SetSpare(on bool) {
+	b.hold.Lock()
+	defer b.hold.Unlock()
+	b.spare.Store(on)
+	b.syncHold()
+}
+
+// SlotsChanged looks again whether this worker should hold its listeners
+// out of the socket's wait. It costs a load while the worker runs no more
+// Ps than slots; otherwise requests are long (the Governor added the
+// spare P for them) and a lock and a look at the table are not.
+func (b *Balancer) SlotsChanged() {
+	if !b.spare.Load() {
+		return // and SetSpare(false) let the listeners back
+	}
+	b.hold.Lock()
+	defer b.hold.Unlock()
+	b.syncHold()
+}
+
+// syncHold holds the listeners out or lets them back, as the table and the
+// slots say now; b.hold is locked. A failure leaves the state to try again
+// at the next look (a beat at the latest): the kernel took the entry a
+// moment ago, and refusing it back would mean it is out of memory.
+func (b *Balancer) syncHold() {
+	h := &b.hold
+	want := b.spare.Load() && h.inFlight != nil && h.inFlight() >= h.slots && b.peerFree()
+	if want == h.held {
+		return
+	}
+	for _, l := range h.listeners {
+		if err := exclusive.Hold(l, want); err != nil && !want {
+			return
+		}
+	}
+	h.held = want
+}
+
+// Held reports whether this worker holds its listeners out of the socket's
+// wait because its slots are all taken while another's are not.
+func (b *Balancer) Held() bool {
+	b.hold.Lock()
+	defer b.hold.Unlock()
+	return b.hold.held
+}
+
+// peerFree reports whether a live worker that has not stepped back holds
+// fewer connections than a worker has admission slots: it has one free.
+func (b *Balancer) peerFree() bool {
+	now := int64(b.opts.Clock())
+	for i := range Slots {
+		if i == b.opts.Self || !b.live(i, now) || atomic.LoadUint64(b.slot(i, wordFlags))&flagBack != 0 {
+			continue
+		}
+		if atomic.LoadUint64(b.slot(i, wordConns)) < uint64(b.hold.slots) {
+			return true
+		}
+	}
+	return false
 }
 
 type listener struct {
@@ -424,6 +536,7 @@ type listener struct {
 }
 
 func (l *listener) Accept() (net.Conn, error) {
+	l.b.SlotsChanged() // its last connection may have gone to a worker with every slot taken
 	if stepped := l.b.Surplus() && l.stepBack(); !stepped && l.b.ShouldDefer() {
 		_ = exclusive.Pause(l.Listener) // leave the wait to the worker deferred to; a failure costs a wake-up
 		now := l.b.opts.Now

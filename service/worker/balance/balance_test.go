@@ -617,3 +617,90 @@ func TestPrimariesOfUnpinnedWorkersAreTheCPUCount(t *testing.T) {
 		t.Fatalf("3 workers on CPUs 0-1: surplus %v %v %v, want false false true", bs[0].Surplus(), bs[1].Surplus(), bs[2].Surplus())
 	}
 }
+
+// holding records Hold calls (package exclusive's listener).
+type holding struct {
+	net.Listener
+	mu  sync.Mutex
+	log []string
+}
+
+func (h *holding) Hold(out bool) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.log = append(h.log, map[bool]string{true: "out", false: "back"}[out])
+	return nil
+}
+
+func (h *holding) take() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := strings.Join(h.log, " ")
+	h.log = nil
+	return s
+}
+
+// A worker running the spare P with every admission slot taken holds its
+// listeners out of the socket's wait while another worker has a slot free,
+// and lets them back when its own slot frees, when the other's are taken
+// too, or when the spare P goes; without the spare P it never looks.
+func TestFullWorkerLeavesTheWaitToAFreeOne(t *testing.T) {
+	c := &clock{1000 * time.Second}
+	w := pool(3, c)
+	var inFlight atomic.Int64
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	rec := &holding{Listener: l}
+	w[0].Listener(rec, nil)
+	w[0].WatchSlots(1, func() int { return int(inFlight.Load()) }, false)
+	w[1].ConnOpened() // worker 1 busy, worker 2 free
+	w[1].ConnOpened()
+
+	step := func(what string, change func(), held bool, log string) {
+		t.Helper()
+		change()
+		w[0].SlotsChanged()
+		if w[0].Held() != held || rec.take() != log {
+			t.Fatalf("%s: held %v (want %v), listener told %q, want %q", what, w[0].Held(), held, rec.log, log)
+		}
+	}
+	step("every slot taken, no spare P", func() { inFlight.Store(1) }, false, "")
+	step("the spare P comes", func() { w[0].SetSpare(true) }, true, "out")
+	step("worker 2 takes a connection", func() { w[2].ConnOpened() }, false, "back")
+	step("worker 2's connection ends", func() { w[2].ConnClosed() }, true, "out")
+	step("worker 0's slot frees", func() { inFlight.Store(0) }, false, "back")
+	step("taken again", func() { inFlight.Store(1) }, true, "out")
+	step("the spare P goes", func() { w[0].SetSpare(false) }, false, "back")
+	w[0].SetSpare(true)
+	rec.take()
+	step("worker 2 steps back", func() { w[2].setFlag(flagBack, true) }, false, "back")
+	step("worker 2 serves again", func() { w[2].setFlag(flagBack, false) }, true, "out")
+	step("worker 2 stops beating", func() { c.t += time.Second; w[0].Beat(); w[1].Beat() }, false, "back")
+
+	// A listener that comes while held is held out at once.
+	later := &holding{Listener: l}
+	step("worker 2 beats again", func() { w[2].Beat() }, true, "out")
+	w[0].Listener(later, nil)
+	if got := later.take(); got != "out" {
+		t.Fatalf("a listener added while held was told %q, want \"out\"", got)
+	}
+}
+
+// Two workers with every slot taken never hold each other out: each holds
+// at least as many connections as slots, so neither is free.
+func TestBusyWorkersDoNotBothLeave(t *testing.T) {
+	w := pool(2, &clock{1000 * time.Second})
+	for i := range w {
+		w[i].ConnOpened()
+		w[i].WatchSlots(1, func() int { return 1 }, true)
+	}
+	for i := range w {
+		w[i].SlotsChanged()
+		if w[i].Held() {
+			t.Fatalf("worker %d held out while the other's only slot is taken", i)
+		}
+	}
+}

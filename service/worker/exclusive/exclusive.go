@@ -35,6 +35,14 @@
 // balance gate and its step back, the open-file limit) calls Pause first, which removes the
 // entry, and Resume when it accepts again, which adds it back (and the
 // kernel reports a connection that came in between at once).
+//
+// A worker is passed over only while no thread of it waits in its poller,
+// and a worker with a P more than its admission slots (the spare P that
+// keeps /healthz and rejections on time while every slot computes) always
+// has one: it would take connections only to queue them behind its busy
+// slots while another worker idles. Hold takes the entry out for that
+// reason, independently of Pause: the listener is in the wait while
+// neither holds it out, and Accept's own Resume leaves a Hold alone.
 package exclusive
 
 import (
@@ -64,7 +72,8 @@ type Listener struct {
 	data uint64
 
 	mu     sync.Mutex
-	paused bool
+	paused bool // Pause: a wrapper holds back its accepts
+	held   bool // Hold: every admission slot of the worker is taken
 }
 
 // Register makes l's poller entry exclusive and returns l wrapped so that
@@ -164,6 +173,28 @@ func under(l net.Listener) Pauser {
 	return nil
 }
 
+// Holder is a listener that can leave the socket's wait while its worker's
+// admission slots are all taken (a *Listener, or a test's stand-in).
+type Holder interface {
+	Hold(out bool) error
+}
+
+// Hold holds the first Holder found in l or under it out of the socket's
+// wait (out) or lets it back; a listener without one has nothing to hold.
+func Hold(l net.Listener, out bool) error {
+	for l != nil {
+		if h, ok := l.(Holder); ok {
+			return h.Hold(out)
+		}
+		u, ok := l.(interface{ Unwrap() net.Listener })
+		if !ok {
+			return nil
+		}
+		l = u.Unwrap()
+	}
+	return nil
+}
+
 // Queued reports how many connections wait in the accept queue of the
 // socket under l (the first *Listener found through the wrappers' Unwrap),
 // shared by every worker of the pool: for a listening socket, TCP_INFO's
@@ -185,35 +216,50 @@ func Queued(l net.Listener) (n int, ok bool) {
 
 // Pause takes the listener out of the socket's wait: new connections wake
 // the other workers. Accept must not be waiting meanwhile.
-func (x *Listener) Pause() error { return x.set(true) }
+func (x *Listener) Pause() error { return x.set(&x.paused, true) }
 
-// Resume puts the listener back into the wait; a connection that is already
-// waiting in the backlog is reported to this worker's poller at once.
-func (x *Listener) Resume() error { return x.set(false) }
+// Resume puts the listener back into the wait, unless Hold keeps it out; a
+// connection that is already waiting in the backlog is reported to this
+// worker's poller at once.
+func (x *Listener) Resume() error { return x.set(&x.paused, false) }
 
-func (x *Listener) set(pause bool) error {
+// Hold takes the listener out of the socket's wait while the worker's
+// admission slots are all taken (out), or lets it back unless Pause keeps
+// it out. Unlike Pause it may come while Accept waits: Accept stays parked,
+// and the connections that come meanwhile wake the other workers, until
+// Hold(false) adds the entry back and the kernel reports them here too.
+func (x *Listener) Hold(out bool) error { return x.set(&x.held, out) }
+
+// set sets one of the reasons (x.paused or x.held) to v, and the poller's
+// entry to match: out of the wait while either holds.
+func (x *Listener) set(reason *bool, v bool) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if x.paused == pause {
+	if *reason == v {
 		return nil
 	}
-	var opErr error
-	// Control holds the descriptor open: a Close cannot free the number
-	// (and the runtime reuse it) between the check and the epoll_ctl.
-	err := x.rc.Control(func(fd uintptr) {
-		if pause {
-			opErr = ctl(x.epfd, unix.EPOLL_CTL_DEL, int(fd), 0, 0)
-		} else {
-			opErr = ctl(x.epfd, unix.EPOLL_CTL_ADD, int(fd), events, x.data)
+	was := x.paused || x.held
+	old := *reason
+	*reason = v
+	if out := x.paused || x.held; out != was {
+		var opErr error
+		// Control holds the descriptor open: a Close cannot free the number
+		// (and the runtime reuse it) between the check and the epoll_ctl.
+		err := x.rc.Control(func(fd uintptr) {
+			if out {
+				opErr = ctl(x.epfd, unix.EPOLL_CTL_DEL, int(fd), 0, 0)
+			} else {
+				opErr = ctl(x.epfd, unix.EPOLL_CTL_ADD, int(fd), events, x.data)
+			}
+		})
+		if err == nil {
+			err = opErr
 		}
-	})
-	if err == nil {
-		err = opErr
+		if err != nil {
+			*reason = old
+			return fmt.Errorf("exclusive: %s: %w", map[bool]string{true: "leave the wait", false: "rejoin the wait"}[out], err)
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("exclusive: %s: %w", map[bool]string{true: "pause", false: "resume"}[pause], err)
-	}
-	x.paused = pause
 	return nil
 }
 

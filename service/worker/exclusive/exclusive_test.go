@@ -203,3 +203,69 @@ func TestParseEntry(t *testing.T) {
 		}
 	}
 }
+
+// Hold keeps the entry out whatever Pause and Resume do (and Accept's own
+// Resume), and an Accept parked while held gets the connection that came
+// meanwhile once Hold lets the entry back.
+func TestHoldIsApartFromPause(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := Register(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	if err := Hold(wrapped{x}, true); err != nil { // found through a wrapper's Unwrap
+		t.Fatal(err)
+	}
+	for _, step := range []func() error{x.Pause, x.Resume, x.Pause, x.Resume} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, ok := entryOf(t, l); ok {
+			t.Fatal("held, the poller holds the socket again after Pause or Resume")
+		}
+	}
+	got := make(chan error, 1)
+	go func() {
+		c, err := x.Accept() // its Resume leaves the Hold
+		if err == nil {
+			c.Close()
+		}
+		got <- err
+	}()
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, _, ok := entryOf(t, l); ok {
+		t.Fatal("held, Accept put the entry back")
+	}
+	if err := x.Pause(); err != nil { // both reasons out: only Hold lets go
+		t.Fatal(err)
+	}
+	if err := x.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Hold(false); err != nil {
+		t.Fatal(err)
+	}
+	if _, ev, ok := entryOf(t, l); !ok || ev&unix.EPOLLEXCLUSIVE == 0 {
+		t.Fatalf("let back: entry %v, events %#x", ok, ev)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("accept: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Accept parked while held never got the connection that came meanwhile")
+	}
+}
+
+type wrapped struct{ net.Listener }
+
+func (w wrapped) Unwrap() net.Listener { return w.Listener }
