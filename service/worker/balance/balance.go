@@ -75,7 +75,12 @@
 // hold for long: a worker with every slot taken holds at least as many
 // connections as slots, so it is not the free one another holds for; and
 // while every worker is busy none holds, so a connection is still accepted
-// at once, to be queued or turned away by admission as before.
+// at once, to be queued or turned away by admission as before. Like a
+// deferral, a hold trusts the table for MaxDefer at most: when the other
+// workers accepted nothing in that time while connections wait in the
+// accept queue (the free one is frozen, its heartbeat not yet stale), the
+// worker lets its listeners back, and holds again only once the others
+// accept.
 //
 // Balancing is an optimisation: when the table cannot be opened (the runtime
 // directory missing, read-only or full), Open fails and the worker accepts
@@ -198,6 +203,9 @@ type Balancer struct {
 		inFlight  func() int // admitted requests running; nil: no hold
 		held      bool
 		listeners []net.Listener
+		check     *time.Timer // MaxDefer into a hold: are the others accepting?
+		accepts   uint64      // the others' accepted connections at the last check
+		stuck     bool        // the others accepted none in a hold: no hold until they do
 	}
 }
 
@@ -495,15 +503,80 @@ func (b *Balancer) SlotsChanged() {
 func (b *Balancer) syncHold() {
 	h := &b.hold
 	want := b.spare.Load() && h.inFlight != nil && h.inFlight() >= h.slots && b.peerFree()
+	if want && h.stuck {
+		if b.othersAccepted() == h.accepts {
+			want = false
+		} else {
+			h.stuck = false
+		}
+	}
 	if want == h.held {
 		return
 	}
-	for _, l := range h.listeners {
-		if err := exclusive.Hold(l, want); err != nil && !want {
-			return
+	if !b.setHold(want) {
+		return
+	}
+	if want {
+		h.accepts = b.othersAccepted()
+		if h.check == nil {
+			h.check = time.AfterFunc(b.opts.MaxDefer, b.checkHold)
+		} else {
+			h.check.Reset(b.opts.MaxDefer)
 		}
 	}
-	h.held = want
+}
+
+// setHold holds every listener out or lets them back; b.hold is locked.
+func (b *Balancer) setHold(out bool) bool {
+	for _, l := range b.hold.listeners {
+		if err := exclusive.Hold(l, out); err != nil && !out {
+			return false
+		}
+	}
+	b.hold.held = out
+	return true
+}
+
+// checkHold runs MaxDefer into a hold, and every MaxDefer while it lasts:
+// when the others accepted nothing since the last look and connections
+// wait in the accept queue (or the queue cannot be read), the table is
+// wrong about the free worker, and this worker lets its listeners back.
+func (b *Balancer) checkHold() {
+	h := &b.hold
+	h.Lock()
+	defer h.Unlock()
+	if !h.held {
+		return
+	}
+	if acc := b.othersAccepted(); acc != h.accepts {
+		h.accepts = acc
+		h.check.Reset(b.opts.MaxDefer)
+		return
+	}
+	waiting := len(h.listeners) == 0
+	for _, l := range h.listeners {
+		if n, ok := exclusive.Queued(l); !ok || n > 0 {
+			waiting = true
+		}
+	}
+	if !waiting {
+		h.check.Reset(b.opts.MaxDefer)
+		return
+	}
+	if b.setHold(false) {
+		h.stuck = true
+	}
+}
+
+// othersAccepted is the connections the other workers accepted so far.
+func (b *Balancer) othersAccepted() uint64 {
+	var n uint64
+	for i := range Slots {
+		if i != b.opts.Self {
+			n += atomic.LoadUint64(b.slot(i, wordAccepted))
+		}
+	}
+	return n
 }
 
 // Held reports whether this worker holds its listeners out of the socket's

@@ -647,6 +647,7 @@ func (h *holding) take() string {
 func TestFullWorkerLeavesTheWaitToAFreeOne(t *testing.T) {
 	c := &clock{1000 * time.Second}
 	w := pool(3, c)
+	w[0].opts.MaxDefer = time.Hour // no look at the others' accepts in between (TestHoldEndsWhenTheFreeWorkerTakesNothing)
 	var inFlight atomic.Int64
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -702,5 +703,47 @@ func TestBusyWorkersDoNotBothLeave(t *testing.T) {
 		if w[i].Held() {
 			t.Fatalf("worker %d held out while the other's only slot is taken", i)
 		}
+	}
+}
+
+// A hold trusts the table for MaxDefer at most: when the free worker
+// accepts nothing (frozen, its heartbeat not yet stale) while a connection
+// waits, the worker lets its listener back and holds again only once the
+// others accept.
+func TestHoldEndsWhenTheFreeWorkerTakesNothing(t *testing.T) {
+	w := pool(2, &clock{1000 * time.Second})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := exclusive.Register(l)
+	if err != nil {
+		t.Skipf("no exclusive wait here: %v", err)
+	}
+	defer x.Close()
+	w[0].Listener(x, nil)
+	w[0].WatchSlots(1, func() int { return 1 }, true)
+	if !w[0].Held() {
+		t.Fatal("every slot taken, worker 1 free: not held")
+	}
+	c, err := net.Dial("tcp", l.Addr().String()) // waits in the accept queue: nobody accepts
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for deadline := time.Now().Add(10 * time.Second); w[0].Held() && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if w[0].Held() {
+		t.Fatal("still held with a connection waiting and worker 1 accepting nothing")
+	}
+	w[0].SlotsChanged()
+	if w[0].Held() {
+		t.Fatal("held again before worker 1 accepted anything")
+	}
+	atomic.AddUint64(w[1].slot(1, wordAccepted), 1) // worker 1 accepts again
+	w[0].SlotsChanged()
+	if !w[0].Held() {
+		t.Fatal("worker 1 accepts again: not held")
 	}
 }
