@@ -553,7 +553,7 @@ func (b *Balancer) checkHold() {
 		h.check.Reset(b.opts.MaxDefer)
 		return
 	}
-	waiting := len(h.listeners) == 0
+	waiting := false
 	for _, l := range h.listeners {
 		if n, ok := exclusive.Queued(l); !ok || n > 0 {
 			waiting = true
@@ -565,6 +565,8 @@ func (b *Balancer) checkHold() {
 	}
 	if b.setHold(false) {
 		h.stuck = true
+	} else {
+		h.check.Reset(b.opts.MaxDefer) // try again; refused means out of memory
 	}
 }
 
@@ -609,7 +611,7 @@ type listener struct {
 }
 
 func (l *listener) Accept() (net.Conn, error) {
-	l.b.SlotsChanged() // its last connection may have gone to a worker with every slot taken
+	l.b.SlotsChanged() // a look between slot changes: another worker may have freed one since
 	if stepped := l.b.Surplus() && l.stepBack(); !stepped && l.b.ShouldDefer() {
 		_ = exclusive.Pause(l.Listener) // leave the wait to the worker deferred to; a failure costs a wake-up
 		now := l.b.opts.Now

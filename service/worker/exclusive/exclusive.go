@@ -160,17 +160,25 @@ func Resume(l net.Listener) error {
 }
 
 func under(l net.Listener) Pauser {
+	p, _ := wrapped[Pauser](l)
+	return p
+}
+
+// wrapped returns the first T found in l or under it, through the wrappers'
+// Unwrap() net.Listener.
+func wrapped[T any](l net.Listener) (T, bool) {
 	for l != nil {
-		if p, ok := l.(Pauser); ok {
-			return p
+		if t, ok := l.(T); ok {
+			return t, true
 		}
 		u, ok := l.(interface{ Unwrap() net.Listener })
 		if !ok {
-			return nil
+			break
 		}
 		l = u.Unwrap()
 	}
-	return nil
+	var zero T
+	return zero, false
 }
 
 // Holder is a listener that can leave the socket's wait while its worker's
@@ -182,15 +190,8 @@ type Holder interface {
 // Hold holds the first Holder found in l or under it out of the socket's
 // wait (out) or lets it back; a listener without one has nothing to hold.
 func Hold(l net.Listener, out bool) error {
-	for l != nil {
-		if h, ok := l.(Holder); ok {
-			return h.Hold(out)
-		}
-		u, ok := l.(interface{ Unwrap() net.Listener })
-		if !ok {
-			return nil
-		}
-		l = u.Unwrap()
+	if h, ok := wrapped[Holder](l); ok {
+		return h.Hold(out)
 	}
 	return nil
 }

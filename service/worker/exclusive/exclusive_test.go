@@ -217,7 +217,7 @@ func TestHoldIsApartFromPause(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer x.Close()
-	if err := Hold(wrapped{x}, true); err != nil { // found through a wrapper's Unwrap
+	if err := Hold(wrapper{x}, true); err != nil { // found through a wrapper's Unwrap
 		t.Fatal(err)
 	}
 	for _, step := range []func() error{x.Pause, x.Resume, x.Pause, x.Resume} {
@@ -266,6 +266,6 @@ func TestHoldIsApartFromPause(t *testing.T) {
 	}
 }
 
-type wrapped struct{ net.Listener }
+type wrapper struct{ net.Listener }
 
-func (w wrapped) Unwrap() net.Listener { return w.Listener }
+func (w wrapper) Unwrap() net.Listener { return w.Listener }
