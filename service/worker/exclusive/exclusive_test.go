@@ -89,15 +89,7 @@ func TestRegisterKeepsTheRuntimesDataAndAddsExclusive(t *testing.T) {
 }
 
 func TestPauseTakesTheEntryOutAndResumePutsItBack(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	x, err := Register(l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
+	l, x := registered(t)
 	if err := x.Pause(); err != nil {
 		t.Fatal(err)
 	}
@@ -204,10 +196,10 @@ func TestParseEntry(t *testing.T) {
 	}
 }
 
-// Hold keeps the entry out whatever Pause and Resume do (and Accept's own
-// Resume), and an Accept parked while held gets the connection that came
-// meanwhile once Hold lets the entry back.
-func TestHoldIsApartFromPause(t *testing.T) {
+// registered returns a loopback listener and its exclusive registration,
+// closed when the test ends.
+func registered(t *testing.T) (net.Listener, *Listener) {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -216,7 +208,15 @@ func TestHoldIsApartFromPause(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer x.Close()
+	t.Cleanup(func() { x.Close() })
+	return l, x
+}
+
+// Hold keeps the entry out whatever Pause and Resume do (and Accept's own
+// Resume), and an Accept parked while held gets the connection that came
+// meanwhile once Hold lets the entry back.
+func TestHoldIsApartFromPause(t *testing.T) {
+	l, x := registered(t)
 	if err := Hold(wrapper{x}, true); err != nil { // found through a wrapper's Unwrap
 		t.Fatal(err)
 	}
