@@ -92,3 +92,50 @@ func TestIgnoredGOMAXPROCSKeepsTheGovernor(t *testing.T) {
 	}
 	t.Logf("/fib?n=30: %v; %s", fib.StatusCodes, strings.TrimSpace(raised))
 }
+
+// Under the shipped unit (its seccomp filter allows sched_setattr), a
+// request that computes while the spare P runs does so on a thread set to
+// SCHED_BATCH, so the threads that wake up to serve /healthz and
+// rejections get the CPU first; once the load is over, no thread keeps
+// the policy. `ps -L -o cls` shows it as B, against TS for the others.
+func TestComputingRequestsRunOnBatchThreads(t *testing.T) {
+	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=1\nCLUSTERAPP_MAX_IN_FLIGHT=1\n"})
+	b.Start(1)
+	unit := config.WorkerUnit(1)
+	pid := strconv.Itoa(b.MainPID(unit))
+	classes := func() map[string]int {
+		out := map[string]int{}
+		for _, c := range strings.Fields(b.Must("ps", "-L", "-o", "cls=", "-p", pid)) {
+			out[c]++
+		}
+		return out
+	}
+	if c := classes(); c["B"] != 0 {
+		t.Fatalf("at rest the worker has SCHED_BATCH threads: %v", c)
+	}
+	fib := b.LoadAsync("/fib?n=30", "-c", "4", "-d", "4s")
+	var samples []map[string]int
+	batch := 0
+	for end := time.Now().Add(3500 * time.Millisecond); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		c := classes()
+		samples = append(samples, c)
+		if c["B"] > 0 {
+			batch++
+		}
+	}
+	res := fib()
+	if res.Errors() != 0 || res.StatusCodes[200] == 0 {
+		t.Fatalf("/fib?n=30: %v %v", res.StatusCodes, res.ErrorSamples)
+	}
+	journal := b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-u", unit)
+	if batch == 0 {
+		t.Fatalf("no thread of the worker was SCHED_BATCH in %d samples while /fib?n=30 computed (%v): %v; its journal:\n%s", len(samples), res.StatusCodes, samples, journal)
+	}
+	if strings.Contains(journal, "ordinary threads") {
+		t.Fatalf("the worker could not switch a thread's policy under the shipped unit:\n%s", journal)
+	}
+	if c := classes(); c["B"] != 0 || c["TS"] == 0 {
+		t.Fatalf("after the load the worker's threads are %v, want every one back to TS (SCHED_OTHER)", c)
+	}
+	t.Logf("/fib?n=30: %v; SCHED_BATCH thread seen in %d of %d samples", res.StatusCodes, batch, len(samples))
+}

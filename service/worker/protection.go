@@ -26,6 +26,10 @@ type protection struct {
 	cfg         config.Config
 	limiter     *ratelimit.Limiter // nil when there is no rate limit
 	keeper      *ratelimit.Keeper  // nil when the limiter's table is this process's for good (standalone)
+	// batch: requests admitted while the spare P runs compute on
+	// SCHED_BATCH threads (admission.ProbeBatch passed).
+	batch bool
+	log   *logrus.Entry
 }
 
 // newProtection sizes admission control and, when a limit is set, puts the
@@ -36,7 +40,7 @@ type protection struct {
 // the process, until it opens. The table stays mapped until the process
 // exits.
 func newProtection(cfg config.Config, env env, log *logrus.Entry) protection {
-	p := protection{cfg: cfg, maxInFlight: cfg.MaxInFlight}
+	p := protection{cfg: cfg, maxInFlight: cfg.MaxInFlight, log: log}
 	if p.maxInFlight == 0 {
 		p.maxInFlight = runtime.GOMAXPROCS(0)
 	}
@@ -51,13 +55,21 @@ func newProtection(cfg config.Config, env env, log *logrus.Entry) protection {
 		log.WithFields(logrus.Fields{"gomaxprocs": p.procs.Base, "max_in_flight": p.maxInFlight}).
 			Warn(config.ProcsAtMostSlots(p.procs.Base, p.maxInFlight))
 	}
+	if p.procs.Serving > p.procs.Base { // a governor will add the spare P
+		if err := admission.ProbeBatch(); err != nil {
+			log.WithError(err).Warn("computing requests run on ordinary threads while the spare P runs, so /healthz and rejections wait longer behind them: " +
+				"the process may not set a thread's scheduling policy (the shipped unit's SystemCallFilter= allows sched_setattr)")
+		} else {
+			p.batch = true
+		}
+	}
 	if cfg.RateLimit > 0 {
 		p.limiter, p.keeper = newRateLimiter(cfg, env, log)
 	}
 	log.WithFields(logrus.Fields{
 		"max_in_flight": p.maxInFlight, "gomaxprocs": p.procs.Base, "gomaxprocs_serving": p.procs.Serving, "admission_wait": cfg.AdmissionWait,
 		"rate_limit": cfg.RateLimit, "rate_burst": cfg.RateBurst, "cache_entries": cfg.CacheEntries,
-		"request_timeout": cfg.RequestTimeout, "rate_limit_table": p.tableMode(),
+		"request_timeout": cfg.RequestTimeout, "rate_limit_table": p.tableMode(), "batch_computing": p.batch,
 	}).Info("protection")
 	return p
 }
@@ -84,6 +96,7 @@ func operatorProcs(lookup func(string) (string, bool), log *logrus.Entry) bool {
 // nothing.
 func (p protection) govern(ctx context.Context, lim *admission.Limiter, bal *balance.Balancer, log *logrus.Entry) {
 	g := &admission.Governor{Procs: p.procs, Slots: lim.Slots, Started: lim.Started(), Long: lim.Long(), WatchLong: lim.WatchLong, Changed: func(from, to int, why string) {
+		lim.SetSpare(to > p.maxInFlight) // admitted requests compute on SCHED_BATCH threads meanwhile
 		if bal != nil {
 			bal.SetSpare(to > p.maxInFlight)
 		}
@@ -106,6 +119,9 @@ func (p protection) apply(o *StackOptions, m *metrics.Metrics, bal *balance.Bala
 	o.Admission = admission.New(admission.Options{
 		MaxInFlight: p.maxInFlight, Wait: p.cfg.AdmissionWait, RetryAfter: time.Second,
 		Exempt: Unprotected, Observer: obs, SlotsChanged: changed,
+		Batch: p.batch, BatchFailed: func(err error) {
+			p.log.WithError(err).Warn("computing requests run on ordinary threads from now on: a thread's scheduling policy could not be switched")
+		},
 	})
 	if bal != nil {
 		bal.WatchSlots(p.maxInFlight, o.Admission.InFlight, runtime.GOMAXPROCS(0) > p.maxInFlight)

@@ -49,7 +49,9 @@ type Limiter struct {
 	obs        Observer
 	changed    func() // Options.SlotsChanged
 	now        func() time.Time
-	stall      stallLook // what Stalled saw last
+	stall      stallLook   // what Stalled saw last
+	batch      *batch      // nil: admitted requests run where Go puts them
+	spare      atomic.Bool // SetSpare
 }
 
 // stallLook is Stalled's memory between calls.
@@ -74,6 +76,13 @@ type Options struct {
 	// are taken): the balancer keeps a worker whose slots are all taken out
 	// of the socket's wait while another has one free (package balance).
 	SlotsChanged func()
+	// Batch runs each request admitted while SetSpare(true) said the
+	// spare P runs on a thread of its own set to SCHED_BATCH (batch.go);
+	// ProbeBatch tells whether the process may. A thread that cannot be
+	// switched turns it off for good, and BatchFailed, when set, is told
+	// why, once.
+	Batch       bool
+	BatchFailed func(error)
 }
 
 // New returns a Limiter.
@@ -87,12 +96,21 @@ func New(opts Options) *Limiter {
 	if now == nil {
 		now = time.Now
 	}
-	return &Limiter{
+	l := &Limiter{
 		slots: make(chan struct{}, opts.MaxInFlight), started: make(chan Admission, 1), long: make(chan struct{}, 1), wait: opts.Wait,
 		retryAfter: strconv.Itoa(secs), exempt: exempt, obs: opts.Observer, changed: opts.SlotsChanged, now: now,
 		shedBody: shedBody(opts.MaxInFlight, opts.Wait, secs),
 	}
+	if opts.Batch {
+		l.batch = &batch{set: setPolicy, onFail: opts.BatchFailed}
+	}
+	return l
 }
+
+// SetSpare tells the Limiter whether the worker runs the spare P (a P more
+// than its slots, Governor): while it does, and Options.Batch is set,
+// admitted requests compute on SCHED_BATCH threads (batch.go).
+func (l *Limiter) SetSpare(on bool) { l.spare.Store(on) }
 
 // shedBody is the JSON of a 503: what was full, for how long the request
 // waited, and when to come back.
@@ -143,6 +161,9 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 		}
 		if l.obs != nil {
 			l.obs.Admitted(waited)
+		}
+		if l.spare.Load() && l.batch.enter() {
+			defer l.batch.leave() // before release's deferred yield: the thread serves again as SCHED_OTHER
 		}
 		next.ServeHTTP(w, r)
 	})
