@@ -139,3 +139,71 @@ func TestComputingRequestsRunOnBatchThreads(t *testing.T) {
 	}
 	t.Logf("/fib?n=30: %v; SCHED_BATCH thread seen in %d of %d samples", res.StatusCodes, batch, len(samples))
 }
+
+// The switch keeps what the operator chose for the workers. Under a
+// drop-in with Nice=5, the thread computing while the spare P runs is
+// SCHED_BATCH at nice 5 and every thread is back to SCHED_OTHER at nice 5
+// after; under CPUSchedulingPolicy=batch the worker says it keeps that
+// policy and no thread ever leaves it.
+func TestComputingThreadsKeepTheOperatorsScheduling(t *testing.T) {
+	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=1\nCLUSTERAPP_MAX_IN_FLIGHT=1\n"})
+	unit := config.WorkerUnit(1)
+	for i, tc := range []struct {
+		dropIn         string
+		during, always string // "CLS NI" a thread shows during the load; every thread shows at rest and after
+	}{
+		{dropIn: "Nice=5", during: "B 5", always: "TS 5"},
+		{dropIn: "CPUSchedulingPolicy=batch", always: "B 0"},
+	} {
+		b.WriteFile("/etc/systemd/system/clusterapp-worker@.service.d/90-sched.conf", "[Service]\n"+tc.dropIn+"\n")
+		b.Must("systemctl", "daemon-reload")
+		if i == 0 {
+			b.Start(1)
+		} else {
+			b.Must("systemctl", "restart", unit)
+		}
+		since := b.Must("date", "+@%s.%N")
+		pid := strconv.Itoa(b.MainPID(unit))
+		threads := func() map[string]int {
+			out := map[string]int{}
+			for _, line := range strings.Split(strings.TrimSpace(b.Must("ps", "-L", "-o", "cls=,ni=", "-p", pid)), "\n") {
+				out[strings.Join(strings.Fields(line), " ")]++
+			}
+			return out
+		}
+		only := func(when string, got map[string]int) {
+			t.Helper()
+			if len(got) != 1 || got[tc.always] == 0 {
+				t.Fatalf("%s, %s: the worker's threads are %v, want every one %q", tc.dropIn, when, got, tc.always)
+			}
+		}
+		only("at rest", threads())
+		fib := b.LoadAsync("/fib?n=30", "-c", "4", "-d", "3s")
+		seen := map[string]int{}
+		for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+			for k, n := range threads() {
+				seen[k] += n
+			}
+		}
+		if res := fib(); res.Errors() != 0 || res.StatusCodes[200] == 0 {
+			t.Fatalf("%s: /fib?n=30: %v %v", tc.dropIn, res.StatusCodes, res.ErrorSamples)
+		}
+		for k := range seen {
+			if k != tc.always && k != tc.during {
+				t.Fatalf("%s: during the load a thread showed %q (all seen: %v), want only %q and %q", tc.dropIn, k, seen, tc.always, tc.during)
+			}
+		}
+		if tc.during != "" && seen[tc.during] == 0 {
+			t.Fatalf("%s: no thread showed %q during the load: %v", tc.dropIn, tc.during, seen)
+		}
+		only("after the load", threads())
+		journal := b.Must("journalctl", "--no-pager", "-o", "cat", "-u", unit, "--since", strings.TrimSpace(since))
+		if strings.Contains(journal, "ordinary threads") {
+			t.Fatalf("%s: the worker could not switch a thread:\n%s", tc.dropIn, journal)
+		}
+		if kept := strings.Contains(b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-u", unit), "keep the threads' scheduling policy"); kept != (tc.during == "") {
+			t.Fatalf("%s: the worker's start-up line about keeping the threads' policy: present %v, want %v", tc.dropIn, kept, tc.during == "")
+		}
+		t.Logf("%s: threads seen during the load: %v", tc.dropIn, seen)
+	}
+}

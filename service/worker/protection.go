@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -27,8 +28,8 @@ type protection struct {
 	limiter     *ratelimit.Limiter // nil when there is no rate limit
 	keeper      *ratelimit.Keeper  // nil when the limiter's table is this process's for good (standalone)
 	// batch: requests admitted while the spare P runs compute on
-	// SCHED_BATCH threads (admission.ProbeBatch passed).
-	batch bool
+	// SCHED_BATCH threads (admission.ProbeBatch passed); nil: they don't.
+	batch *admission.Threads
 	log   *logrus.Entry
 }
 
@@ -55,12 +56,20 @@ func newProtection(cfg config.Config, env env, log *logrus.Entry) protection {
 		log.WithFields(logrus.Fields{"gomaxprocs": p.procs.Base, "max_in_flight": p.maxInFlight}).
 			Warn(config.ProcsAtMostSlots(p.procs.Base, p.maxInFlight))
 	}
-	if p.procs.Serving > p.procs.Base { // a governor will add the spare P
-		if err := admission.ProbeBatch(); err != nil {
+	// With a governor whose serving level has a P beyond the slots (the
+	// spare P, which SetSpare reports) and no more workers than CPUs:
+	// in a pool of 8 on 2 CPUs the switch made the computing workers trade
+	// the CPUs more often, for 3% less /fib?n=30 and a higher p99
+	// (docs/benchmarks.md, "The serving thread waited for the kernel").
+	if p.procs.Serving > p.procs.Base && p.procs.Serving > p.maxInFlight && poolSize(cfg) <= runtime.NumCPU() {
+		switch t, err := admission.ProbeBatch(); {
+		case errors.Is(err, admission.ErrOwnPolicy):
+			log.WithError(err).Info("computing requests keep the threads' scheduling policy (CPUSchedulingPolicy=) while the spare P runs")
+		case err != nil:
 			log.WithError(err).Warn("computing requests run on ordinary threads while the spare P runs, so /healthz and rejections wait longer behind them: " +
 				"the process may not set a thread's scheduling policy (the shipped unit's SystemCallFilter= allows sched_setattr)")
-		} else {
-			p.batch = true
+		default:
+			p.batch = &t
 		}
 	}
 	if cfg.RateLimit > 0 {
@@ -69,7 +78,7 @@ func newProtection(cfg config.Config, env env, log *logrus.Entry) protection {
 	log.WithFields(logrus.Fields{
 		"max_in_flight": p.maxInFlight, "gomaxprocs": p.procs.Base, "gomaxprocs_serving": p.procs.Serving, "admission_wait": cfg.AdmissionWait,
 		"rate_limit": cfg.RateLimit, "rate_burst": cfg.RateBurst, "cache_entries": cfg.CacheEntries,
-		"request_timeout": cfg.RequestTimeout, "rate_limit_table": p.tableMode(), "batch_computing": p.batch,
+		"request_timeout": cfg.RequestTimeout, "rate_limit_table": p.tableMode(), "batch_computing": p.batch != nil,
 	}).Info("protection")
 	return p
 }

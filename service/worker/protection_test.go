@@ -2,6 +2,8 @@ package worker
 
 import (
 	"bytes"
+	"os"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -42,6 +44,38 @@ func TestOperatorProcs(t *testing.T) {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("%v: the warning %q lacks %q", tc.env, out.String(), want)
 			}
+		}
+	}
+}
+
+// Requests compute on SCHED_BATCH threads (package admission, batch.go)
+// only where a governor adds the spare P and the pool has no more workers
+// than CPUs: past that, the switch made the computing workers trade the
+// CPUs more often.
+func TestBatchComputingOnlyUpToOneWorkerPerCPU(t *testing.T) {
+	if _, set := os.LookupEnv(config.GOMAXPROCS); set {
+		t.Skip("GOMAXPROCS is set in the test's environment: the worker would keep it and run no governor")
+	}
+	procs := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(procs) // newProtection sets the process's GOMAXPROCS
+	cpus := runtime.NumCPU()
+	for _, tc := range []struct {
+		workers, slots int
+		want           bool
+	}{
+		{workers: 1, slots: 1, want: true},
+		{workers: cpus, slots: 1, want: true},
+		{workers: cpus + 1, slots: 1, want: false},
+		{workers: 1, slots: cpus + 1, want: false}, // more slots than Ps: no spare P to serve with
+	} {
+		runtime.GOMAXPROCS(procs)
+		var out bytes.Buffer
+		log := logrus.New()
+		log.SetOutput(&out)
+		p := newProtection(config.Config{Workers: tc.workers, MaxInFlight: tc.slots}, env{}, logrus.NewEntry(log))
+		if got := p.batch != nil; got != tc.want {
+			t.Errorf("%d workers on %d CPUs, %d slots (Ps %d, serving %d): batch computing %v, want %v; log:\n%s",
+				tc.workers, cpus, tc.slots, p.procs.Base, p.procs.Serving, got, tc.want, out.String())
 		}
 	}
 }

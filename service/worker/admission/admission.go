@@ -76,12 +76,12 @@ type Options struct {
 	// are taken): the balancer keeps a worker whose slots are all taken out
 	// of the socket's wait while another has one free (package balance).
 	SlotsChanged func()
-	// Batch runs each request admitted while SetSpare(true) said the
-	// spare P runs on a thread of its own set to SCHED_BATCH (batch.go);
-	// ProbeBatch tells whether the process may. A thread that cannot be
-	// switched turns it off for good, and BatchFailed, when set, is told
-	// why, once.
-	Batch       bool
+	// Batch, from ProbeBatch, runs each request admitted while
+	// SetSpare(true) said the spare P runs on a thread of its own set to
+	// SCHED_BATCH, at the threads' nice value (batch.go); nil never does.
+	// A thread that cannot be switched turns it off for good, and
+	// BatchFailed, when set, is told why, once.
+	Batch       *Threads
 	BatchFailed func(error)
 }
 
@@ -101,8 +101,8 @@ func New(opts Options) *Limiter {
 		retryAfter: strconv.Itoa(secs), exempt: exempt, obs: opts.Observer, changed: opts.SlotsChanged, now: now,
 		shedBody: shedBody(opts.MaxInFlight, opts.Wait, secs),
 	}
-	if opts.Batch {
-		l.batch = &batch{set: setPolicy, onFail: opts.BatchFailed}
+	if opts.Batch != nil {
+		l.batch = &batch{set: setPolicy(opts.Batch.Nice), onFail: opts.BatchFailed}
 	}
 	return l
 }

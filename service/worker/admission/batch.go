@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync/atomic"
@@ -51,36 +52,88 @@ type batch struct {
 	onFail func(error)
 }
 
-// setPolicy sets the calling thread's scheduling policy (pid 0 is the
-// calling thread, not the process), keeping its nice value.
-func setPolicy(policy uint32) error {
-	return unix.SchedSetAttr(0, &unix.SchedAttr{Policy: policy}, 0)
+// Threads is how the process's threads are scheduled, as ProbeBatch found
+// them: SCHED_OTHER at this nice value, which every switch keeps (a unit's
+// Nice= stays the operator's).
+type Threads struct{ Nice int32 }
+
+// ErrOwnPolicy is ProbeBatch's answer when the threads run a policy other
+// than SCHED_OTHER already (the unit's CPUSchedulingPolicy=): that choice
+// is the operator's, and requests compute under it.
+var ErrOwnPolicy = errors.New("the threads run a scheduling policy of their own")
+
+// setPolicy returns a setter of the calling thread's policy (pid 0 is the
+// calling thread, not the process) at the given nice value.
+func setPolicy(nice int32) func(policy uint32) error {
+	return func(policy uint32) error {
+		return unix.SchedSetAttr(0, &unix.SchedAttr{Policy: policy, Nice: nice}, 0)
+	}
 }
 
-// ProbeBatch reports whether this process may move a thread to SCHED_BATCH
-// and back (the unit's seccomp filter decides), trying it on a thread of
-// its own. A thread it could not move back is ended with its goroutine.
-func ProbeBatch() error { return probeBatch(setPolicy) }
+// ProbeBatch reads how the process's threads are scheduled and tries, on a
+// thread of its own, whether one may be moved to SCHED_BATCH and back (the
+// unit's seccomp filter decides). A thread it could not move back is ended
+// with its goroutine.
+func ProbeBatch() (Threads, error) {
+	return probeBatch(func() (*unix.SchedAttr, error) { return unix.SchedGetAttr(0, 0) }, func(nice int32) func(uint32) error { return setPolicy(nice) })
+}
 
-func probeBatch(set func(uint32) error) error {
-	done := make(chan error, 1)
+func probeBatch(get func() (*unix.SchedAttr, error), setter func(nice int32) func(uint32) error) (Threads, error) {
+	type result struct {
+		t   Threads
+		err error
+	}
+	done := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread()
+		attr, err := get()
+		if err != nil {
+			runtime.UnlockOSThread()
+			done <- result{err: fmt.Errorf("sched_getattr: %w", err)}
+			return
+		}
+		if attr.Policy != unix.SCHED_NORMAL {
+			runtime.UnlockOSThread()
+			done <- result{err: fmt.Errorf("%w: %s", ErrOwnPolicy, policyName(attr.Policy))}
+			return
+		}
+		t := Threads{Nice: attr.Nice}
+		set := setter(t.Nice)
 		if err := set(unix.SCHED_BATCH); err != nil {
 			runtime.UnlockOSThread()
-			done <- fmt.Errorf("sched_setattr(SCHED_BATCH): %w", err)
+			done <- result{err: fmt.Errorf("sched_setattr(SCHED_BATCH): %w", err)}
 			return
 		}
 		if err := set(unix.SCHED_NORMAL); err != nil {
 			// Still locked: Go ends the thread with this goroutine, so
 			// no other goroutine ever runs on it.
-			done <- fmt.Errorf("sched_setattr(SCHED_OTHER) after SCHED_BATCH: %w", err)
+			done <- result{err: fmt.Errorf("sched_setattr(SCHED_OTHER) after SCHED_BATCH: %w", err)}
 			return
 		}
 		runtime.UnlockOSThread()
-		done <- nil
+		done <- result{t: t}
 	}()
-	return <-done
+	r := <-done
+	return r.t, r.err
+}
+
+// policyName names a scheduling policy as sched(7) does.
+func policyName(p uint32) string {
+	switch p {
+	case unix.SCHED_NORMAL:
+		return "SCHED_OTHER"
+	case unix.SCHED_FIFO:
+		return "SCHED_FIFO"
+	case unix.SCHED_RR:
+		return "SCHED_RR"
+	case unix.SCHED_BATCH:
+		return "SCHED_BATCH"
+	case unix.SCHED_IDLE:
+		return "SCHED_IDLE"
+	case unix.SCHED_DEADLINE:
+		return "SCHED_DEADLINE"
+	}
+	return fmt.Sprintf("policy %d", p)
 }
 
 // enter locks the calling goroutine to its thread and sets the thread to

@@ -40,17 +40,19 @@ func serveOnItsOwn(h http.Handler, path string) int {
 // thread, and the thread is back to SCHED_OTHER once the request is done;
 // without the spare P, and for exempt paths, nothing changes.
 func TestAdmittedRequestsComputeOnBatchThreadsWhileSpare(t *testing.T) {
-	if err := ProbeBatch(); err != nil {
+	threads, err := ProbeBatch()
+	if err != nil {
 		t.Fatalf("this process may not set SCHED_BATCH (Go tests need no privilege for it): %v", err)
 	}
 	type seen struct {
 		policy uint32
+		nice   int32
 		tid    int
 	}
 	var mu sync.Mutex
 	var got []seen
 	failed := make(chan error, 1)
-	l := New(Options{MaxInFlight: 1, Exempt: []string{"/healthz"}, Batch: true, BatchFailed: func(err error) { failed <- err }})
+	l := New(Options{MaxInFlight: 1, Exempt: []string{"/healthz"}, Batch: &threads, BatchFailed: func(err error) { failed <- err }})
 	h := l.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tid := unix.Gettid()
 		a, err := unix.SchedGetAttr(0, 0)
@@ -59,7 +61,7 @@ func TestAdmittedRequestsComputeOnBatchThreadsWhileSpare(t *testing.T) {
 			return
 		}
 		mu.Lock()
-		got = append(got, seen{a.Policy, tid})
+		got = append(got, seen{a.Policy, a.Nice, tid})
 		mu.Unlock()
 	}))
 	serve := func(path string) seen {
@@ -77,8 +79,9 @@ func TestAdmittedRequestsComputeOnBatchThreadsWhileSpare(t *testing.T) {
 	}
 	l.SetSpare(true)
 	s := serve("/fib")
-	if s.policy != unix.SCHED_BATCH {
-		t.Fatalf("with the spare P an admitted request ran with policy %d, want SCHED_BATCH (%d)", s.policy, unix.SCHED_BATCH)
+	if s.policy != unix.SCHED_BATCH || s.nice != threads.Nice {
+		t.Fatalf("with the spare P an admitted request ran with policy %d at nice %d, want SCHED_BATCH (%d) at the threads' nice %d",
+			s.policy, s.nice, unix.SCHED_BATCH, threads.Nice)
 	}
 	if p := policyOf(t, s.tid); p != unix.SCHED_NORMAL {
 		t.Fatalf("thread %d kept policy %d after its request; want SCHED_OTHER (0) before it serves anything else", s.tid, p)
@@ -111,7 +114,7 @@ func TestBatchRefusedTurnsItselfOff(t *testing.T) {
 			var mu sync.Mutex
 			var calls []uint32
 			var reports []error
-			l := New(Options{MaxInFlight: 1, Batch: true, BatchFailed: func(err error) { mu.Lock(); reports = append(reports, err); mu.Unlock() }})
+			l := New(Options{MaxInFlight: 1, Batch: &Threads{}, BatchFailed: func(err error) { mu.Lock(); reports = append(reports, err); mu.Unlock() }})
 			l.batch.set = func(p uint32) error {
 				mu.Lock()
 				defer mu.Unlock()
@@ -144,7 +147,25 @@ func TestBatchRefusedTurnsItselfOff(t *testing.T) {
 	}
 }
 
-func TestProbeBatchNamesTheRefusedStep(t *testing.T) {
+// ProbeBatch keeps the threads' nice value, leaves a policy the operator
+// chose alone, and names the step the kernel refused.
+func TestProbeBatch(t *testing.T) {
+	get := func(policy uint32, nice int32) func() (*unix.SchedAttr, error) {
+		return func() (*unix.SchedAttr, error) { return &unix.SchedAttr{Policy: policy, Nice: nice}, nil }
+	}
+	var nices []int32
+	allow := func(nice int32) func(uint32) error {
+		return func(uint32) error { nices = append(nices, nice); return nil }
+	}
+	th, err := probeBatch(get(unix.SCHED_NORMAL, 5), allow)
+	if err != nil || th.Nice != 5 || len(nices) != 2 || nices[0] != 5 || nices[1] != 5 {
+		t.Fatalf("threads at nice 5: got %+v, %v, switches at nice %v; want Nice 5 and both switches at 5 (the unit's Nice= stays)", th, err, nices)
+	}
+	nices = nil
+	_, err = probeBatch(get(unix.SCHED_BATCH, 0), allow)
+	if !errors.Is(err, ErrOwnPolicy) || !strings.Contains(err.Error(), "SCHED_BATCH") || len(nices) != 0 {
+		t.Fatalf("threads already SCHED_BATCH (CPUSchedulingPolicy=batch): got %v after %d switches, want ErrOwnPolicy naming SCHED_BATCH and none", err, len(nices))
+	}
 	for _, tc := range []struct {
 		failOn uint32
 		want   string
@@ -152,18 +173,20 @@ func TestProbeBatchNamesTheRefusedStep(t *testing.T) {
 		{unix.SCHED_BATCH, "sched_setattr(SCHED_BATCH)"},
 		{unix.SCHED_NORMAL, "sched_setattr(SCHED_OTHER) after SCHED_BATCH"},
 	} {
-		err := probeBatch(func(p uint32) error {
-			if p == tc.failOn {
-				return syscall.EPERM
+		_, err := probeBatch(get(unix.SCHED_NORMAL, 0), func(int32) func(uint32) error {
+			return func(p uint32) error {
+				if p == tc.failOn {
+					return syscall.EPERM
+				}
+				return nil
 			}
-			return nil
 		})
 		if err == nil || !errors.Is(err, syscall.EPERM) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("probe refused at policy %d: got %v, want an error naming %q", tc.failOn, err, tc.want)
 		}
 	}
-	if err := probeBatch(func(uint32) error { return nil }); err != nil {
-		t.Fatalf("probe allowed: %v", err)
+	if _, err := probeBatch(func() (*unix.SchedAttr, error) { return nil, syscall.EPERM }, allow); err == nil || !strings.Contains(err.Error(), "sched_getattr") {
+		t.Fatalf("sched_getattr refused: got %v, want an error naming it", err)
 	}
 }
 
@@ -176,7 +199,7 @@ func BenchmarkAdmitWithBatch(b *testing.B) {
 			name = "spare=on"
 		}
 		b.Run(name, func(b *testing.B) {
-			l := New(Options{MaxInFlight: 1, Batch: true, Now: time.Now})
+			l := New(Options{MaxInFlight: 1, Batch: &Threads{}, Now: time.Now})
 			l.SetSpare(spare)
 			h := l.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 			req := httptest.NewRequest("GET", "/", nil)
