@@ -72,49 +72,31 @@ func setPolicy(nice int32) func(policy uint32) error {
 
 // ProbeBatch reads how the process's threads are scheduled and tries, on a
 // thread of its own, whether one may be moved to SCHED_BATCH and back (the
-// unit's seccomp filter decides). A thread it could not move back is ended
-// with its goroutine.
+// unit's seccomp filter decides), the way a Limiter will.
 func ProbeBatch() (Threads, error) {
-	return probeBatch(func() (*unix.SchedAttr, error) { return unix.SchedGetAttr(0, 0) }, func(nice int32) func(uint32) error { return setPolicy(nice) })
+	return probeBatch(func() (*unix.SchedAttr, error) { return unix.SchedGetAttr(0, 0) }, setPolicy)
 }
 
 func probeBatch(get func() (*unix.SchedAttr, error), setter func(nice int32) func(uint32) error) (Threads, error) {
-	type result struct {
-		t   Threads
-		err error
+	attr, err := get()
+	if err != nil {
+		return Threads{}, fmt.Errorf("sched_getattr: %w", err)
 	}
-	done := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		attr, err := get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			done <- result{err: fmt.Errorf("sched_getattr: %w", err)}
-			return
+	if attr.Policy != unix.SCHED_NORMAL {
+		return Threads{}, fmt.Errorf("%w: %s", ErrOwnPolicy, policyName(attr.Policy))
+	}
+	t := Threads{Nice: attr.Nice}
+	done := make(chan error, 1)
+	go func() { // a goroutine of its own: a thread leave cannot set back ends with it
+		b := &batch{set: setter(t.Nice), onFail: func(err error) { done <- err }}
+		if b.enter() {
+			b.leave()
 		}
-		if attr.Policy != unix.SCHED_NORMAL {
-			runtime.UnlockOSThread()
-			done <- result{err: fmt.Errorf("%w: %s", ErrOwnPolicy, policyName(attr.Policy))}
-			return
+		if !b.failed.Load() {
+			done <- nil
 		}
-		t := Threads{Nice: attr.Nice}
-		set := setter(t.Nice)
-		if err := set(unix.SCHED_BATCH); err != nil {
-			runtime.UnlockOSThread()
-			done <- result{err: fmt.Errorf("sched_setattr(SCHED_BATCH): %w", err)}
-			return
-		}
-		if err := set(unix.SCHED_NORMAL); err != nil {
-			// Still locked: Go ends the thread with this goroutine, so
-			// no other goroutine ever runs on it.
-			done <- result{err: fmt.Errorf("sched_setattr(SCHED_OTHER) after SCHED_BATCH: %w", err)}
-			return
-		}
-		runtime.UnlockOSThread()
-		done <- result{t: t}
 	}()
-	r := <-done
-	return r.t, r.err
+	return t, <-done
 }
 
 // policyName names a scheduling policy as sched(7) does.
@@ -157,7 +139,7 @@ func (b *batch) enter() bool {
 // on it, and Go ends it when the goroutine (the connection) ends.
 func (b *batch) leave() {
 	if err := b.set(unix.SCHED_NORMAL); err != nil {
-		b.fail(fmt.Errorf("sched_setattr(SCHED_OTHER) after a request: %w", err))
+		b.fail(fmt.Errorf("sched_setattr(SCHED_OTHER) after SCHED_BATCH: %w", err))
 		return
 	}
 	runtime.UnlockOSThread()

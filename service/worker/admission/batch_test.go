@@ -108,7 +108,7 @@ func TestBatchRefusedTurnsItselfOff(t *testing.T) {
 		failOn     uint32
 	}{
 		{"refused at SCHED_BATCH", "sched_setattr(SCHED_BATCH)", unix.SCHED_BATCH},
-		{"refused on the way back", "sched_setattr(SCHED_OTHER) after a request", unix.SCHED_NORMAL},
+		{"refused on the way back", "sched_setattr(SCHED_OTHER) after SCHED_BATCH", unix.SCHED_NORMAL},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var mu sync.Mutex
