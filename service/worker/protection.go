@@ -100,16 +100,17 @@ func operatorProcs(lookup func(string) (string, bool), log *logrus.Entry) bool {
 
 // govern adds the serving path's spare P while long requests hold every
 // admission slot and the serving path waits, and drops it after, until ctx
-// ends (admission.Governor), telling bal (nil: no balancing) whether the
+// ends (admission.Governor), telling lim and bal (nil: no balancing) whether the
 // worker runs more Ps than slots; with the operator's GOMAXPROCS it does
 // nothing.
-func (p protection) govern(ctx context.Context, lim *admission.Limiter, bal *balance.Balancer, log *logrus.Entry) {
+func (p protection) govern(ctx context.Context, lim *admission.Limiter, bal *balance.Balancer) {
 	g := &admission.Governor{Procs: p.procs, Slots: lim.Slots, Started: lim.Started(), Long: lim.Long(), WatchLong: lim.WatchLong, Changed: func(from, to int, why string) {
-		lim.SetSpare(to > p.maxInFlight) // admitted requests compute on SCHED_BATCH threads meanwhile
+		spare := to > p.maxInFlight
+		lim.SetSpare(spare) // admitted requests compute on SCHED_BATCH threads meanwhile
 		if bal != nil {
-			bal.SetSpare(to > p.maxInFlight)
+			bal.SetSpare(spare)
 		}
-		log.WithFields(logrus.Fields{"gomaxprocs": to, "was": from}).Info("GOMAXPROCS: " + why)
+		p.log.WithFields(logrus.Fields{"gomaxprocs": to, "was": from}).Info("GOMAXPROCS: " + why)
 	}}
 	_ = g.Run(ctx) // returns ctx's error once the worker stops
 }

@@ -340,7 +340,7 @@ func (w *worker) run(ctx context.Context, set listen.Set, source listen.Source, 
 	w.metrics.SetReady(true)
 	// The governor starts once the worker is ready, so the start-up's own
 	// work is not taken for requests holding the serving path up.
-	go w.prot.govern(ctx, w.admission, w.bal, w.log)
+	go w.prot.govern(ctx, w.admission, w.bal)
 	if w.bal != nil {
 		bctx, cancel := context.WithCancel(ctx)
 		left := make(chan struct{})
