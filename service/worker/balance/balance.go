@@ -195,6 +195,9 @@ type Balancer struct {
 	// primaries is Options.Primaries, or the pool's CPU count (Options.CPUs),
 	// counted again at every beat.
 	primaries atomic.Int64
+	// poolWorkers and poolCPUs are the live workers and the CPUs of their
+	// union (0: a worker's are unknown), counted with the primaries (Pool).
+	poolWorkers, poolCPUs atomic.Int64
 	// The hold while every admission slot is taken (package comment).
 	spare atomic.Bool // more Ps than slots: the kernel cannot tell this worker is busy
 	hold  struct {
@@ -275,30 +278,43 @@ func New(r *shm.Region, opts Options) *Balancer {
 	return b
 }
 
-// countPrimaries sets the primaries: Options.Primaries, or, while every
-// live worker (this one counted even before its first beat) publishes its
-// CPUs, as many as the CPUs of their union.
+// countPrimaries counts the live workers (this one counted even before its
+// first beat) and, while every one of them publishes its CPUs, the CPUs of
+// their union; and sets the primaries: that many, or Options.Primaries
+// when a worker's CPUs are unknown.
 func (b *Balancer) countPrimaries() {
+	now := int64(b.opts.Clock())
+	var union uint64
+	workers, known := int64(0), true
+	for i := range Slots {
+		if i != b.opts.Self && !b.live(i, now) {
+			continue
+		}
+		workers++
+		m := atomic.LoadUint64(b.slot(i, wordCPUs))
+		known = known && m != 0
+		union |= m
+	}
+	cpus := int64(bits.OnesCount64(union))
+	if !known {
+		cpus = 0
+	}
+	b.poolWorkers.Store(workers)
+	b.poolCPUs.Store(cpus)
 	n := int64(b.opts.Primaries)
-	if n > 0 && n < Slots {
-		now := int64(b.opts.Clock())
-		var union uint64
-		for i := range Slots {
-			if i != b.opts.Self && !b.live(i, now) {
-				continue
-			}
-			m := atomic.LoadUint64(b.slot(i, wordCPUs))
-			if m == 0 {
-				union = 0
-				break
-			}
-			union |= m
-		}
-		if union != 0 {
-			n = int64(bits.OnesCount64(union))
-		}
+	if n > 0 && n < Slots && cpus > 0 {
+		n = cpus
 	}
 	b.primaries.Store(n)
+}
+
+// Pool reports the pool as the last beat counted it: the live workers,
+// this one included, and how many CPUs they may run on together, 0 when a
+// worker's CPUs are unknown (a CPU past 63). Workers pinned one per CPU
+// (CPUAffinity= per instance) are N workers on N CPUs, though each runs on
+// one; N workers confined to the same CPUs share them.
+func (b *Balancer) Pool() (workers, cpus int) {
+	return int(b.poolWorkers.Load()), int(b.poolCPUs.Load())
 }
 
 func (b *Balancer) slot(i, word int) *uint64 { return &b.words[i*wordsPerSlot+word] }

@@ -563,35 +563,47 @@ func TestPrimariesCountThePoolsCPUs(t *testing.T) {
 			b.countPrimaries()
 		}
 	}
+	pool := func(b *Balancer, workers, cpus int) {
+		t.Helper()
+		if w, c := b.Pool(); w != workers || c != cpus {
+			t.Fatalf("worker %d: Pool() = %d workers on %d CPUs, want %d on %d", b.opts.Self+1, w, c, workers, cpus)
+		}
+	}
 	// Two workers pinned to CPU 0 and CPU 1, each counting one CPU.
 	w0 := join(0, 0b01, 1)
 	if got := w0.primaries.Load(); got != 1 {
 		t.Fatalf("alone on CPU 0: %d primaries, want 1", got)
 	}
+	pool(w0, 1, 1)
 	w1 := join(1, 0b10, 1)
 	recount(w0, w1)
 	if w1.Surplus() || w0.primaries.Load() != 2 || w1.primaries.Load() != 2 {
 		t.Fatalf("pinned to CPUs 0 and 1: primaries %d and %d, worker 2 surplus %v; want 2, 2, false",
 			w0.primaries.Load(), w1.primaries.Load(), w1.Surplus())
 	}
+	pool(w0, 2, 2)
+	pool(w1, 2, 2)
 	// A third worker on CPU 0 is past the pool's two CPUs.
 	w2 := join(2, 0b01, 1)
 	recount(w0, w1, w2)
 	if !w2.Surplus() || w1.Surplus() {
 		t.Fatalf("third worker on CPU 0: surplus %v (want true), second %v (want false)", w2.Surplus(), w1.Surplus())
 	}
+	pool(w2, 3, 2)
 	// A worker that cannot say its CPUs: everyone falls back to its own count.
 	w3 := join(3, 0, 1)
 	recount(w0, w1, w2, w3)
 	if !w1.Surplus() || w0.primaries.Load() != 1 {
 		t.Fatalf("with a worker of unknown CPUs: primaries %d, second worker surplus %v; want 1, true", w0.primaries.Load(), w1.Surplus())
 	}
+	pool(w0, 4, 0)
 	w3.Leave()
 	w1.Leave()
 	recount(w0, w2)
 	if got := w0.primaries.Load(); got != 1 {
 		t.Fatalf("the workers on CPU 1 and of unknown CPUs gone: %d primaries, want 1 (CPU 0)", got)
 	}
+	pool(w0, 2, 1)
 	// Primaries 0 turns stepping back off, whatever the sets.
 	off := New(shm.Local(Slots*wordsPerSlot), Options{Self: 5, Clock: c.now, CPUs: 0b11})
 	if off.Surplus() || off.primaries.Load() != 0 {
