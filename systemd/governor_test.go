@@ -207,3 +207,58 @@ func TestComputingThreadsKeepTheOperatorsScheduling(t *testing.T) {
 		t.Logf("%s: threads seen during the load: %v", tc.dropIn, seen)
 	}
 }
+
+// Workers pinned one per CPU (a CPUAffinity= drop-in per instance, as
+// docs/operations.md describes) each see one CPU, yet the pool has no more
+// workers than CPUs: the balance table counts the pool's CPUs, and
+// computing requests run on SCHED_BATCH threads as in an unpinned pool.
+// Counted by each worker's own CPUs, a pool of 2 so pinned never switched.
+func TestPinnedWorkersComputeOnBatchThreads(t *testing.T) {
+	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=2\n"})
+	if strings.TrimSpace(b.Must("nproc")) == "1" {
+		t.Skip("one CPU: no two workers to pin one per CPU")
+	}
+	for i := 1; i <= 2; i++ {
+		b.WriteFile("/etc/systemd/system/"+config.WorkerUnit(i)+".d/90-cpu.conf", "[Service]\nCPUAffinity="+strconv.Itoa(i-1)+"\n")
+	}
+	b.Must("systemctl", "daemon-reload")
+	b.Start(2)
+	var pids []string
+	for _, u := range b.WorkerUnits(2) {
+		pid := strconv.Itoa(b.MainPID(u))
+		if got := strings.TrimSpace(b.Must("taskset", "-cp", pid)); !strings.HasSuffix(got, ": "+strconv.Itoa(len(pids))) {
+			t.Fatalf("%s is not pinned to CPU %d: %q", u, len(pids), got)
+		}
+		pids = append(pids, pid)
+	}
+	classes := func() map[string]int {
+		out := map[string]int{}
+		for _, c := range strings.Fields(b.Must("ps", "-L", "-o", "cls=", "-p", strings.Join(pids, ","))) {
+			out[c]++
+		}
+		return out
+	}
+	fib := b.LoadAsync("/fib?n=30", "-c", "4", "-d", "4s")
+	batch, samples := 0, 0
+	for end := time.Now().Add(3500 * time.Millisecond); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		samples++
+		if classes()["B"] > 0 {
+			batch++
+		}
+	}
+	res := fib()
+	if res.Errors() != 0 || res.StatusCodes[200] == 0 {
+		t.Fatalf("/fib?n=30: %v %v", res.StatusCodes, res.ErrorSamples)
+	}
+	if batch == 0 {
+		args := []string{"journalctl", "-b", "--no-pager", "-o", "cat"}
+		for _, u := range b.WorkerUnits(2) {
+			args = append(args, "-u", u)
+		}
+		t.Fatalf("no thread of the pinned workers was SCHED_BATCH in %d samples while /fib?n=30 computed (%v); their journal:\n%s", samples, res.StatusCodes, b.Must(args...))
+	}
+	if c := classes(); c["B"] != 0 {
+		t.Fatalf("after the load the workers' threads are %v, want every one back to TS", c)
+	}
+	t.Logf("/fib?n=30: %v; SCHED_BATCH thread seen in %d of %d samples", res.StatusCodes, batch, samples)
+}

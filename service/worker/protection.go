@@ -57,11 +57,9 @@ func newProtection(cfg config.Config, env env, log *logrus.Entry) protection {
 			Warn(config.ProcsAtMostSlots(p.procs.Base, p.maxInFlight))
 	}
 	// With a governor whose serving level has a P beyond the slots (the
-	// spare P, which SetSpare reports) and no more workers than CPUs:
-	// in a pool of 8 on 2 CPUs the switch made the computing workers trade
-	// the CPUs more often, for 3% less /fib?n=30 and a higher p99
-	// (docs/benchmarks.md, "The serving thread waited for the kernel").
-	if p.procs.Serving > p.procs.Base && p.procs.Serving > p.maxInFlight && poolSize(cfg) <= runtime.NumCPU() {
+	// spare P, which SetSpare reports); govern uses it while the pool has
+	// no more workers than CPUs (fitsCPUs).
+	if p.procs.Serving > p.procs.Base && p.procs.Serving > p.maxInFlight {
 		switch t, err := admission.ProbeBatch(); {
 		case errors.Is(err, admission.ErrOwnPolicy):
 			log.WithError(err).Info("computing requests keep the threads' scheduling policy (CPUSchedulingPolicy=) while the spare P runs")
@@ -78,7 +76,7 @@ func newProtection(cfg config.Config, env env, log *logrus.Entry) protection {
 	log.WithFields(logrus.Fields{
 		"max_in_flight": p.maxInFlight, "gomaxprocs": p.procs.Base, "gomaxprocs_serving": p.procs.Serving, "admission_wait": cfg.AdmissionWait,
 		"rate_limit": cfg.RateLimit, "rate_burst": cfg.RateBurst, "cache_entries": cfg.CacheEntries,
-		"request_timeout": cfg.RequestTimeout, "rate_limit_table": p.tableMode(), "batch_computing": p.batch != nil,
+		"request_timeout": cfg.RequestTimeout, "rate_limit_table": p.tableMode(), "batch_computing_possible": p.batch != nil,
 	}).Info("protection")
 	return p
 }
@@ -106,13 +104,32 @@ func operatorProcs(lookup func(string) (string, bool), log *logrus.Entry) bool {
 func (p protection) govern(ctx context.Context, lim *admission.Limiter, bal *balance.Balancer) {
 	g := &admission.Governor{Procs: p.procs, Slots: lim.Slots, Started: lim.Started(), Long: lim.Long(), WatchLong: lim.WatchLong, Changed: func(from, to int, why string) {
 		spare := to > p.maxInFlight
-		lim.SetSpare(spare) // admitted requests compute on SCHED_BATCH threads meanwhile
+		batch := spare && p.batch != nil && p.fitsCPUs(bal)
+		lim.SetSpare(batch) // admitted requests compute on SCHED_BATCH threads meanwhile
 		if bal != nil {
 			bal.SetSpare(spare)
 		}
-		p.log.WithFields(logrus.Fields{"gomaxprocs": to, "was": from}).Info("GOMAXPROCS: " + why)
+		p.log.WithFields(logrus.Fields{"gomaxprocs": to, "was": from, "batch_computing": batch}).Info("GOMAXPROCS: " + why)
 	}}
 	_ = g.Run(ctx) // returns ctx's error once the worker stops
+}
+
+// fitsCPUs reports whether the pool runs no more workers than CPUs now,
+// for the SCHED_BATCH switch: past that (8 workers on 2 CPUs) the switch
+// made the computing workers trade the CPUs more often, for 3% less
+// /fib?n=30 and a higher p99 (docs/benchmarks.md, "The serving thread
+// waited for the kernel"). With the balance table, the pool is its live
+// workers and the CPUs they may run on together (balance.Balancer.Pool),
+// so workers pinned one per CPU fit, though each sees one CPU; without
+// it, or with a worker's CPUs unknown, the configured pool and this
+// process's CPUs.
+func (p protection) fitsCPUs(bal *balance.Balancer) bool {
+	if bal != nil {
+		if workers, cpus := bal.Pool(); cpus > 0 {
+			return workers <= cpus
+		}
+	}
+	return poolSize(p.cfg) <= runtime.NumCPU()
 }
 
 // apply sets the protection fields of o, observed by m, and returns the

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/worker/balance"
 	"github.com/clusterapp/clusterapp/service/worker/logging"
 	"github.com/sirupsen/logrus"
 )
@@ -73,9 +74,51 @@ func TestBatchComputingOnlyUpToOneWorkerPerCPU(t *testing.T) {
 		log := logrus.New()
 		log.SetOutput(&out)
 		p := newProtection(config.Config{Workers: tc.workers, MaxInFlight: tc.slots}, env{}, logrus.NewEntry(log))
-		if got := p.batch != nil; got != tc.want {
+		if got := p.batch != nil && p.fitsCPUs(nil); got != tc.want {
 			t.Errorf("%d workers on %d CPUs, %d slots (Ps %d, serving %d): batch computing %v, want %v; log:\n%s",
 				tc.workers, cpus, tc.slots, p.procs.Base, p.procs.Serving, got, tc.want, out.String())
 		}
+	}
+}
+
+// With the pool's balance table, "no more workers than CPUs" counts the
+// live workers and the CPUs they may run on together: workers pinned one
+// per CPU fit, though each sees one CPU (runtime.NumCPU); a worker more on
+// one of those CPUs does not; a worker whose CPUs are unknown leaves the
+// configured pool and this process's CPUs to decide.
+func TestBatchComputingCountsThePoolsCPUs(t *testing.T) {
+	dir := t.TempDir()
+	log := logrus.NewEntry(logrus.New())
+	join := func(self int, cpus uint64) *balance.Balancer {
+		t.Helper()
+		b, _, err := balance.Open(dir, balance.Options{Self: self, Primaries: 1, CPUs: cpus}, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Beat()
+		return b
+	}
+	// One worker per CPU of a pool larger than this process's CPU count,
+	// so that only the table can say it fits.
+	n := runtime.NumCPU() + 1
+	if n > 63 {
+		t.Skipf("%d CPUs: the table's CPU sets hold CPUs 0-63", n-1)
+	}
+	p := protection{cfg: config.Config{Workers: n}}
+	var last *balance.Balancer
+	for i := range n {
+		last = join(i, 1<<i)
+	}
+	if workers, cpus := last.Pool(); !p.fitsCPUs(last) {
+		t.Errorf("%d workers pinned one per CPU (Pool: %d workers, %d CPUs): do not fit, want them to", n, workers, cpus)
+	}
+	extra := join(n, 0b01)
+	if workers, cpus := extra.Pool(); p.fitsCPUs(extra) {
+		t.Errorf("a worker more on CPU 0 (Pool: %d workers, %d CPUs): fits, want %d workers on %d CPUs not to", workers, cpus, n+1, n)
+	}
+	extra.Leave()
+	unknown := join(n, 0)
+	if p.fitsCPUs(unknown) {
+		t.Errorf("with a worker of unknown CPUs: fits, want the configured %d workers on this process's %d CPUs to decide (they do not fit)", n, runtime.NumCPU())
 	}
 }
