@@ -103,13 +103,7 @@ func TestComputingRequestsRunOnBatchThreads(t *testing.T) {
 	b.Start(1)
 	unit := config.WorkerUnit(1)
 	pid := strconv.Itoa(b.MainPID(unit))
-	classes := func() map[string]int {
-		out := map[string]int{}
-		for _, c := range strings.Fields(b.Must("ps", "-L", "-o", "cls=", "-p", pid)) {
-			out[c]++
-		}
-		return out
-	}
+	classes := func() map[string]int { return threadClasses(b, pid) }
 	if c := classes(); c["B"] != 0 {
 		t.Fatalf("at rest the worker has SCHED_BATCH threads: %v", c)
 	}
@@ -231,13 +225,7 @@ func TestPinnedWorkersComputeOnBatchThreads(t *testing.T) {
 		}
 		pids = append(pids, pid)
 	}
-	classes := func() map[string]int {
-		out := map[string]int{}
-		for _, c := range strings.Fields(b.Must("ps", "-L", "-o", "cls=", "-p", strings.Join(pids, ","))) {
-			out[c]++
-		}
-		return out
-	}
+	classes := func() map[string]int { return threadClasses(b, pids...) }
 	fib := b.LoadAsync("/fib?n=30", "-c", "4", "-d", "4s")
 	batch, samples := 0, 0
 	for end := time.Now().Add(3500 * time.Millisecond); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
@@ -261,4 +249,15 @@ func TestPinnedWorkersComputeOnBatchThreads(t *testing.T) {
 		t.Fatalf("after the load the workers' threads are %v, want every one back to TS", c)
 	}
 	t.Logf("/fib?n=30: %v; SCHED_BATCH thread seen in %d of %d samples", res.StatusCodes, batch, samples)
+}
+
+// threadClasses counts the scheduling classes of the threads of the
+// processes pids, as `ps -L -o cls` names them (TS: SCHED_OTHER, B:
+// SCHED_BATCH).
+func threadClasses(b *sandbox.Box, pids ...string) map[string]int {
+	out := map[string]int{}
+	for _, c := range strings.Fields(b.Must("ps", "-L", "-o", "cls=", "-p", strings.Join(pids, ","))) {
+		out[c]++
+	}
+	return out
 }

@@ -108,10 +108,9 @@ func New(opts Options) *Limiter {
 }
 
 // SetSpare tells the Limiter whether the worker runs the spare P (a P more
-// than its slots, Governor) for requests computing on CPUs of their own:
-// while it does, and Options.Batch is set, admitted requests compute on
-// SCHED_BATCH threads (batch.go). The worker says so only while its pool
-// has no more workers than CPUs.
+// than its slots, Governor): while it does, and Options.Batch is set,
+// admitted requests compute on SCHED_BATCH threads (batch.go). The worker
+// tells it so only while its pool also has no more workers than CPUs.
 func (l *Limiter) SetSpare(on bool) { l.spare.Store(on) }
 
 // shedBody is the JSON of a 503: what was full, for how long the request
