@@ -1,6 +1,7 @@
 package systemd_test
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -260,4 +261,73 @@ func threadClasses(b *sandbox.Box, pids ...string) map[string]int {
 		out[c]++
 	}
 	return out
+}
+
+// Under a drop-in that takes sched_setattr out of the unit's seccomp
+// filter, no computing thread can be switched to SCHED_BATCH. Each worker
+// says so once, and warns only where the switch would have applied: a pool
+// of more workers than CPUs never switches, so its workers say it at start
+// as information and never warn, /fib?n=30 or not (each of them warned at
+// start before); workers pinned one per CPU fit, and a worker warns when
+// it first takes the spare P.
+func TestRefusedSwitchWarnsOnlyWhereItWouldApply(t *testing.T) {
+	const refused, warning = "may not be set, which matters only", "computing requests run on ordinary threads while the spare P runs"
+	noSched := "[Service]\nSystemCallFilter=~sched_setattr\n"
+	journal := func(b *sandbox.Box, unit string) string {
+		return b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-u", unit)
+	}
+	t.Run("more workers than CPUs", func(t *testing.T) {
+		b := sandbox.New(t, sandbox.Options{})
+		cpus, err := strconv.Atoi(strings.TrimSpace(b.Must("nproc")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := cpus + 1
+		b.WriteEnv(fmt.Sprintf("CLUSTERAPP_WORKERS=%d\n", n))
+		b.WriteFile("/etc/systemd/system/clusterapp-worker@.service.d/90-nosched.conf", noSched)
+		b.Must("systemctl", "daemon-reload")
+		b.Start(n)
+		if res := b.Load("/fib?n=30", "-c", "4", "-d", "3s"); res.Errors() != 0 || res.StatusCodes[200] == 0 {
+			t.Fatalf("/fib?n=30: %v %v", res.StatusCodes, res.ErrorSamples)
+		}
+		for _, u := range b.WorkerUnits(n) {
+			j := journal(b, u)
+			if strings.Count(j, refused) != 1 || strings.Contains(j, warning) {
+				t.Fatalf("%s of %d workers on %d CPUs: want one line saying the policy may not be set and no warning; its journal:\n%s", u, n, cpus, j)
+			}
+		}
+	})
+	t.Run("pinned one per CPU", func(t *testing.T) {
+		b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=2\n"})
+		if strings.TrimSpace(b.Must("nproc")) == "1" {
+			t.Skip("one CPU: no two workers to pin one per CPU")
+		}
+		b.WriteFile("/etc/systemd/system/clusterapp-worker@.service.d/90-nosched.conf", noSched)
+		for i := 1; i <= 2; i++ {
+			b.WriteFile("/etc/systemd/system/"+config.WorkerUnit(i)+".d/90-cpu.conf", "[Service]\nCPUAffinity="+strconv.Itoa(i-1)+"\n")
+		}
+		b.Must("systemctl", "daemon-reload")
+		b.Start(2)
+		for _, u := range b.WorkerUnits(2) {
+			if j := journal(b, u); strings.Count(j, refused) != 1 || strings.Contains(j, warning) {
+				t.Fatalf("%s at start: want one line saying the policy may not be set and no warning yet; its journal:\n%s", u, j)
+			}
+		}
+		if res := b.Load("/fib?n=30", "-c", "4", "-d", "4s"); res.Errors() != 0 || res.StatusCodes[200] == 0 {
+			t.Fatalf("/fib?n=30: %v %v", res.StatusCodes, res.ErrorSamples)
+		}
+		warned := 0
+		for _, u := range b.WorkerUnits(2) {
+			j := journal(b, u)
+			if c := strings.Count(j, warning); c > 1 {
+				t.Fatalf("%s warned %d times, want once at most; its journal:\n%s", u, c, j)
+			}
+			if strings.Contains(j, warning) {
+				warned++
+			}
+		}
+		if warned == 0 {
+			t.Fatalf("no worker warned after /fib?n=30 (no spare P taken?); worker 1's journal:\n%s", journal(b, config.WorkerUnit(1)))
+		}
+	})
 }

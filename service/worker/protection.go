@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/clusterapp/clusterapp/service/config"
@@ -30,7 +31,30 @@ type protection struct {
 	// batch: requests admitted while the spare P runs compute on
 	// SCHED_BATCH threads (admission.ProbeBatch passed); nil: they don't.
 	batch *admission.Threads
-	log   *logrus.Entry
+	// refused: the probe was refused (a stricter SystemCallFilter=, say);
+	// nil otherwise. Its warning waits until the switch would apply.
+	refused *refusal
+	log     *logrus.Entry
+}
+
+// refusal is why the SCHED_BATCH switch cannot run, warned about once: at
+// start when the configured pool fits this process's CPUs, otherwise the
+// first time the governor takes the spare P while the pool fits (workers
+// pinned one per CPU, counted by the balance table). A pool of more
+// workers than CPUs never switches, so there it is said once at start, as
+// information: eight workers on two CPUs used to warn eight times for a
+// switch none of them would make.
+type refusal struct {
+	err  error
+	once sync.Once
+	log  *logrus.Entry
+}
+
+func (r *refusal) warn() {
+	r.once.Do(func() {
+		r.log.WithError(r.err).Warn("computing requests run on ordinary threads while the spare P runs, so /healthz and rejections wait longer behind them: " +
+			"the process may not set a thread's scheduling policy (the shipped unit's SystemCallFilter= allows sched_setattr)")
+	})
 }
 
 // newProtection sizes admission control and, when a limit is set, puts the
@@ -60,15 +84,7 @@ func newProtection(cfg config.Config, env env, log *logrus.Entry) protection {
 	// spare P, which SetSpare reports); govern uses it while the pool has
 	// no more workers than CPUs (fitsCPUs).
 	if p.procs.Serving > p.procs.Base && p.procs.Serving > p.maxInFlight {
-		switch t, err := admission.ProbeBatch(); {
-		case errors.Is(err, admission.ErrOwnPolicy):
-			log.WithError(err).Info("computing requests keep the threads' scheduling policy (CPUSchedulingPolicy=) while the spare P runs")
-		case err != nil:
-			log.WithError(err).Warn("computing requests run on ordinary threads while the spare P runs, so /healthz and rejections wait longer behind them: " +
-				"the process may not set a thread's scheduling policy (the shipped unit's SystemCallFilter= allows sched_setattr)")
-		default:
-			p.batch = &t
-		}
+		p.probed(admission.ProbeBatch())
 	}
 	if cfg.RateLimit > 0 {
 		p.limiter, p.keeper = newRateLimiter(cfg, env, log)
@@ -104,7 +120,7 @@ func operatorProcs(lookup func(string) (string, bool), log *logrus.Entry) bool {
 func (p protection) govern(ctx context.Context, lim *admission.Limiter, bal *balance.Balancer) {
 	g := &admission.Governor{Procs: p.procs, Slots: lim.Slots, Started: lim.Started(), Long: lim.Long(), WatchLong: lim.WatchLong, Changed: func(from, to int, why string) {
 		spare := to > p.maxInFlight
-		batch := spare && p.batch != nil && p.fitsCPUs(bal)
+		batch := p.batchWith(spare, bal)
 		lim.SetSpare(batch) // admitted requests compute on SCHED_BATCH threads meanwhile
 		if bal != nil {
 			bal.SetSpare(spare)
@@ -112,6 +128,41 @@ func (p protection) govern(ctx context.Context, lim *admission.Limiter, bal *bal
 		p.log.WithFields(logrus.Fields{"gomaxprocs": to, "was": from, "batch_computing": batch}).Info("GOMAXPROCS: " + why)
 	}}
 	_ = g.Run(ctx) // returns ctx's error once the worker stops
+}
+
+// probed takes ProbeBatch's answer: the switch is possible, the operator's
+// own policy stays, or it was refused (warned about now if the configured
+// pool fits this process's CPUs, else when it first would apply).
+func (p *protection) probed(t admission.Threads, err error) {
+	switch {
+	case errors.Is(err, admission.ErrOwnPolicy):
+		p.log.WithError(err).Info("computing requests keep the threads' scheduling policy (CPUSchedulingPolicy=) while the spare P runs")
+	case err != nil:
+		p.refused = &refusal{err: err, log: p.log}
+		if poolSize(p.cfg) <= runtime.NumCPU() {
+			p.refused.warn()
+			return
+		}
+		p.log.WithError(err).WithFields(logrus.Fields{"workers": poolSize(p.cfg), "cpus": runtime.NumCPU()}).
+			Info("a thread's scheduling policy may not be set, which matters only while the pool has no more workers than CPUs: warned then, if ever")
+	default:
+		p.batch = &t
+	}
+}
+
+// batchWith reports whether requests admitted while the spare P runs
+// compute on SCHED_BATCH threads, now that the governor has taken it
+// (spare) or dropped it: only while the pool fits its CPUs. A refused
+// switch that would apply is warned about (once).
+func (p protection) batchWith(spare bool, bal *balance.Balancer) bool {
+	if !spare || (p.batch == nil && p.refused == nil) || !p.fitsCPUs(bal) {
+		return false
+	}
+	if p.batch == nil {
+		p.refused.warn()
+		return false
+	}
+	return true
 }
 
 // fitsCPUs reports whether the pool runs no more workers than CPUs now,

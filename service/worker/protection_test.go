@@ -2,15 +2,18 @@ package worker
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/clusterapp/clusterapp/service/config"
+	"github.com/clusterapp/clusterapp/service/worker/admission"
 	"github.com/clusterapp/clusterapp/service/worker/balance"
 	"github.com/clusterapp/clusterapp/service/worker/logging"
 	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 )
 
 // A GOMAXPROCS the Go runtime applies is the operator's; one it ignores
@@ -120,5 +123,78 @@ func TestBatchComputingCountsThePoolsCPUs(t *testing.T) {
 	unknown := join(n, 0)
 	if p.fitsCPUs(unknown) {
 		t.Errorf("with a worker of unknown CPUs: fits, want the configured %d workers on this process's %d CPUs to decide (they do not fit)", n, runtime.NumCPU())
+	}
+}
+
+// A switch to SCHED_BATCH that the unit refuses is warned about once, and
+// only where it would have applied: at start for a pool that fits this
+// process's CPUs; for a larger one (eight workers on two CPUs) an
+// information line at start, and the warning only if the governor later
+// takes the spare P while the balance table shows the pool fitting (workers
+// pinned one per CPU).
+func TestRefusedSwitchWarnsOnceWhereItWouldApply(t *testing.T) {
+	refused := errors.New("sched_setattr(SCHED_BATCH): operation not permitted")
+	lines := func(hook *logtest.Hook, level logrus.Level) int {
+		n := 0
+		for _, e := range hook.AllEntries() {
+			if e.Level == level && e.Data[logrus.ErrorKey] == refused {
+				n++
+			}
+		}
+		return n
+	}
+	newP := func(workers int) (*protection, *logtest.Hook) {
+		logger, hook := logtest.NewNullLogger()
+		logger.SetLevel(logrus.DebugLevel)
+		return &protection{cfg: config.Config{Workers: workers}, log: logrus.NewEntry(logger)}, hook
+	}
+
+	fits, hook := newP(1)
+	fits.probed(admission.Threads{}, refused)
+	if w := lines(hook, logrus.WarnLevel); w != 1 {
+		t.Fatalf("one worker: %d warnings at start, want 1", w)
+	}
+	if fits.batchWith(true, nil) || lines(hook, logrus.WarnLevel) != 1 {
+		t.Fatalf("one worker, spare P: computes on SCHED_BATCH or warns again (%d warnings)", lines(hook, logrus.WarnLevel))
+	}
+
+	n := runtime.NumCPU() + 1
+	if n > 63 {
+		t.Skipf("%d CPUs: the table's CPU sets hold CPUs 0-63", n-1)
+	}
+	over, hook := newP(n)
+	over.probed(admission.Threads{}, refused)
+	if w, i := lines(hook, logrus.WarnLevel), lines(hook, logrus.InfoLevel); w != 0 || i != 1 {
+		t.Fatalf("%d workers on %d CPUs: %d warnings and %d information lines at start, want 0 and 1", n, n-1, w, i)
+	}
+	if over.batchWith(true, nil) || lines(hook, logrus.WarnLevel) != 0 {
+		t.Fatalf("%d workers on %d CPUs, spare P: computes on SCHED_BATCH or warns", n, n-1)
+	}
+	dir := t.TempDir()
+	var last *balance.Balancer
+	for i := range n { // pinned one per CPU: the table says the pool fits
+		b, _, err := balance.Open(dir, balance.Options{Self: i, Primaries: 1, CPUs: 1 << i}, over.log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Beat()
+		last = b
+	}
+	if over.batchWith(false, last) || lines(hook, logrus.WarnLevel) != 0 {
+		t.Fatal("the spare P dropped: computes on SCHED_BATCH or warns")
+	}
+	for range 3 {
+		if over.batchWith(true, last) {
+			t.Fatal("pinned pool, spare P, switch refused: computes on SCHED_BATCH")
+		}
+	}
+	if w := lines(hook, logrus.WarnLevel); w != 1 {
+		t.Fatalf("pinned pool, spare P taken 3 times: %d warnings, want 1", w)
+	}
+
+	ok, _ := newP(n)
+	ok.probed(admission.Threads{}, nil)
+	if !ok.batchWith(true, last) || ok.batchWith(false, last) || ok.batchWith(true, nil) {
+		t.Fatal("a switch that is allowed: want it only with the spare P and a pool that fits")
 	}
 }
