@@ -45,7 +45,7 @@ run: build ## run the real suite: a private systemd serving 127.0.0.1:8080 (root
 	scripts/sandbox run
 
 # Not part of `make test`: it reports numbers and fails only when a run could not be made.
-bench: build ## measure the pool (1-16 workers) against one process, bare net/http, nginx, Node cluster and PM2, one process against bare net/http side by side, a spike, worker faults, the start and a replacement in a sandbox (root, ~13 min); writes docs/benchmarks.md and .svg
+bench: build ## measure the pool (1-16 workers) against one process, bare net/http, nginx, Node cluster and PM2, one process against bare net/http side by side, a spike, worker faults, the start and a replacement in a sandbox (root, ~15 min); writes docs/benchmarks.md and .svg, keeps the run in bin/bench-runs/
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/clusterapp-bench ./cmd/clusterapp-bench
 	@# nginx, the fast-path anchor, as make test installs it; without it the page says it was skipped
 	-@scripts/test-deps nginx

@@ -7,10 +7,13 @@
 // spike scenario of /fib?n=30 with admission control on and off (the
 // generator on a CPU of its own); then the pool with a frozen and a
 // crash-looping worker. It writes docs/benchmarks.md, docs/benchmarks.svg
-// and docs/benchmarks-curve.svg. All load goes to the box's own 127.0.0.1,
+// and docs/benchmarks-curve.svg, and keeps the run's raw results in
+// bin/bench-runs/, where the page finds the earlier runs of the same build
+// to judge issue 12's targets over several runs; the latest run's are also
+// bin/benchmarks.json. All load goes to the box's own 127.0.0.1,
 // from the project's generator run inside the box; every run is bounded.
 //
-//	clusterapp-bench [-repo .] [-box bench] [-cell 3s] [-out docs]
+//	clusterapp-bench [-repo .] [-box bench] [-cell 3s] [-out docs] [-runs bin/bench-runs]
 //
 // Exit status: 0 when every run was made (whatever the numbers), 1 when one
 // could not be (the box did not boot, a worker did not start, nothing was
@@ -26,8 +29,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -54,9 +59,9 @@ func main() {
 var errUsage = errors.New("usage")
 
 type flags struct {
-	repo, box, out, admissionWait, from string
-	cell, spikeDuration                 time.Duration
-	concurrency                         int
+	repo, box, out, admissionWait, from, runs string
+	cell, spikeDuration                       time.Duration
+	concurrency                               int
 }
 
 func parseFlags(args []string, stderr io.Writer) (flags, error) {
@@ -69,6 +74,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.DurationVar(&f.cell, "cell", 3*time.Second, "length of each closed-loop and fixed-rate run")
 	fs.IntVar(&f.concurrency, "c", 64, "keep-alive connections of the closed-loop and fixed-rate runs")
 	fs.DurationVar(&f.spikeDuration, "spike", 5*time.Second, "length of each spike run")
+	fs.StringVar(&f.runs, "runs", filepath.Join("bin", "bench-runs"), "directory keeping every run's raw results, relative to -repo; the page judges the targets over the earlier runs of the same build there")
 	fs.StringVar(&f.from, "from", "", "render the page and chart from this raw results `file` (bin/benchmarks.json) without measuring")
 	fs.StringVar(&f.admissionWait, "admission-wait", "0", "CLUSTERAPP_ADMISSION_WAIT of the protected spike run (0: a request finding every slot busy is turned away at once)")
 	if err := fs.Parse(args); err != nil {
@@ -103,7 +109,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 			return fmt.Errorf("bin/%s missing (run make build): %w", bin, err)
 		}
 	}
-	machine := bench.DetectMachine()
+	machine, build := bench.DetectMachine(), detectBuild(ctx, repo)
 	plan := newPlan(machine.CPUs, repo, f)
 	box := &sandbox.Driver{Script: filepath.Join(repo, "scripts", "sandbox"), Name: f.box, Src: repo}
 	begun := time.Now() // the bench's own time counts the box's boot
@@ -122,15 +128,52 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	if err != nil {
 		return err
 	}
-	res.Machine, res.Date = machine, started
+	res.Machine, res.Date, res.Build = machine, started, build
 	res.LoadBefore, res.LoadAfter = loadBefore, bench.LoadAverage()
 	res.Elapsed = time.Since(begun)
 	fmt.Fprintf(stderr, ">> measured in %s (%s with the box's boot)\n", time.Since(started).Round(time.Second), res.Elapsed.Round(time.Second))
-	out := f.out
-	if !filepath.IsAbs(out) {
-		out = filepath.Join(repo, out)
+	runsDir := inRepo(repo, f.runs)
+	kept, err := bench.SaveRun(runsDir, res)
+	if err != nil {
+		return err
 	}
-	return write(res, out, filepath.Join(repo, "bin", "benchmarks.json"), stdout)
+	fmt.Fprintf(stderr, ">> this run's results kept in %s\n", kept)
+	return write(res, inRepo(repo, f.out), filepath.Join(repo, "bin", "benchmarks.json"), bench.Runs{Dir: f.runs}, runsDir, stdout)
+}
+
+// inRepo is path, relative to repo unless absolute.
+func inRepo(repo, path string) string {
+	if filepath.IsAbs(path) {
+		return path
+	}
+	return filepath.Join(repo, path)
+}
+
+// measuredPaths are what a build is made of: everything but the docs
+// (pathspecs for git, relative to the repository's root).
+var measuredPaths = []string{":/", ":(exclude,top)docs", ":(exclude,top,glob)**/*.md"}
+
+// detectBuild names the code a run measures (bench.Results.Build): the
+// last commit to touch anything but the docs, with "-dirty" when any of
+// those files has uncommitted changes; "" when git cannot say (no git, not
+// a repository). Runs of one build are judged together on the page.
+func detectBuild(ctx context.Context, repo string) string {
+	git := func(args ...string) (string, error) {
+		out, err := exec.CommandContext(ctx, "git", append([]string{"-C", repo}, args...)...).Output()
+		return strings.TrimSpace(string(out)), err
+	}
+	commit, err := git(append([]string{"log", "-1", "--format=%h", "--"}, measuredPaths...)...)
+	if err != nil || commit == "" {
+		return ""
+	}
+	changed, err := git(append([]string{"status", "--porcelain", "--"}, measuredPaths...)...)
+	if err != nil {
+		return ""
+	}
+	if changed != "" {
+		commit += "-dirty"
+	}
+	return commit
 }
 
 func newPlan(cpus int, repo string, f flags) bench.Plan {
@@ -178,11 +221,18 @@ func nWorkers(cpus int) bench.Configuration {
 
 // write renders the page and the chart into dir, the raw results (every
 // generator result in full) into rawPath, and prints the page to stdout.
-func write(res *bench.Results, dir, rawPath string, stdout io.Writer) error {
+// The page judges the targets over the earlier runs of res's build kept in
+// runsDir (runs.Dir names that directory on the page).
+func write(res *bench.Results, dir, rawPath string, runs bench.Runs, runsDir string, stdout io.Writer) error {
 	page := filepath.Join(dir, "benchmarks.md")
 	old, _ := os.ReadFile(page) // absent on the first run: no notes to keep
+	earlier, err := bench.EarlierRuns(runsDir, res)
+	if err != nil {
+		return err
+	}
+	runs.Earlier = earlier
 	var md, svg, curve bytes.Buffer
-	if err := bench.WriteMarkdown(&md, res, "benchmarks.svg", bench.KeptNotes(string(old))); err != nil {
+	if err := bench.WriteMarkdown(&md, res, runs, "benchmarks.svg", bench.KeptNotes(string(old))); err != nil {
 		return err
 	}
 	if err := bench.WriteSVG(&svg, res); err != nil {
@@ -222,5 +272,5 @@ func rerender(f flags, stdout io.Writer) error {
 	if err := json.Unmarshal(raw, &res); err != nil {
 		return fmt.Errorf("read results %s: %w", f.from, err)
 	}
-	return write(&res, f.out, f.from, stdout)
+	return write(&res, f.out, f.from, bench.Runs{Dir: f.runs}, inRepo(f.repo, f.runs), stdout)
 }

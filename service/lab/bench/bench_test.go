@@ -248,7 +248,7 @@ func sample() *Results {
 
 func TestWriteMarkdown(t *testing.T) {
 	var out strings.Builder
-	if err := WriteMarkdown(&out, sample(), "benchmarks.svg", "kept"); err != nil {
+	if err := WriteMarkdown(&out, sample(), Runs{}, "benchmarks.svg", "kept"); err != nil {
 		t.Fatal(err)
 	}
 	page := out.String()
@@ -417,7 +417,7 @@ func TestWriteSpikeRounds(t *testing.T) {
 	s.Median = 2
 	s.Unloaded, s.Runs[0] = s.Rounds[2].Unloaded, s.Rounds[2].Run
 	var out strings.Builder
-	if err := WriteMarkdown(&out, res, "benchmarks.svg", ""); err != nil {
+	if err := WriteMarkdown(&out, res, Runs{}, "benchmarks.svg", ""); err != nil {
 		t.Fatal(err)
 	}
 	page := out.String()

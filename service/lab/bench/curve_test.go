@@ -102,7 +102,7 @@ func TestWriteCurve(t *testing.T) {
 		"| `/` new connection | 2 workers | 300.0 | 0.75× |",
 		"4 workers: 1 (×1), 2 (×1)")
 	var page strings.Builder
-	if err := WriteMarkdown(&page, curveSample(), "benchmarks.svg", ""); err != nil {
+	if err := WriteMarkdown(&page, curveSample(), Runs{}, "benchmarks.svg", ""); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(page.String(), "## The pool at every worker count") || !strings.Contains(page.String(), CurveChart) {

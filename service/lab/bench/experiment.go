@@ -81,6 +81,10 @@ type Results struct {
 	Plan    Plan
 	Machine Machine
 	Date    time.Time
+	// Build names the code measured: the last commit to touch anything
+	// but the docs, "-dirty" when such files had uncommitted changes, ""
+	// when unknown (runs.go).
+	Build string `json:",omitempty"`
 	// LoadBefore and LoadAfter are the machine's load averages around the
 	// run (1, 5, 15 min), since other work on it moves every number.
 	LoadBefore, LoadAfter string

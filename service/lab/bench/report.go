@@ -36,15 +36,25 @@ func KeptNotes(page string) string {
 const CurveChart = "benchmarks-curve.svg"
 
 // WriteMarkdown writes the whole docs/benchmarks.md page: machine, method,
-// the tables, a reference to chart (the SVG's file name) and the kept notes.
-func WriteMarkdown(w io.Writer, res *Results, chart, notes string) error {
+// the tables, a reference to chart (the SVG's file name) and the kept notes;
+// the targets are judged over runs too when runs.Dir is set.
+func WriteMarkdown(w io.Writer, res *Results, runs Runs, chart, notes string) error {
 	p := &printer{w: w}
 	p.printf("# Benchmarks\n\n")
-	p.printf("Written by `make bench` (`cmd/clusterapp-bench`) on %s. Every number comes from that one run;\n", res.Date.UTC().Format("2006-01-02 15:04 MST"))
-	p.printf("ratios compare configurations measured minutes apart on the same machine. Re-run `make bench` to\nrefresh this page; the notes at the end are kept.\n\n")
+	build := ""
+	if res.Build != "" {
+		build = " (build `" + res.Build + "`)"
+	}
+	p.printf("Written by `make bench` (`cmd/clusterapp-bench`) on %s%s. Every number comes from that one run\n", res.Date.UTC().Format("2006-01-02 15:04 MST"), build)
+	p.printf("but the targets judged over runs, which adds the earlier runs of the same build; ratios compare\n")
+	p.printf("configurations measured minutes apart on the same machine. Re-run `make bench` to refresh this page;\nthe notes at the end are kept.\n\n")
 	p.printf("## Issue 12's targets\n\n")
 	WriteTargets(p, res)
 	p.printf("\n")
+	if runs.Dir != "" {
+		WriteTargetsOverRuns(p, res, runs)
+		p.printf("\n")
+	}
 	writeMachine(p, res)
 	writeMethod(p, res)
 	p.printf("## Throughput, closed loop\n\n![2xx responses per second, per route and configuration](%s)\n\n", chart)

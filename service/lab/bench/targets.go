@@ -38,12 +38,22 @@ const (
 	TargetDuration = 15 * time.Minute
 )
 
+// ElapsedGoal is the goal of the bench's own time.
+const ElapsedGoal = "the bench's own time (cmd/clusterapp-bench, from the box's boot to the page; `make bench` adds the build)"
+
 // Target is one goal as a run measured it.
 type Target struct {
 	Goal     string // what is measured, e.g. "2 workers × 1 process, curve: `/` new connection"
 	Asked    string // e.g. ">= 0.95×"
 	Measured string // the value, with what says how far to trust it
 	Met      bool
+
+	// value is the measured number alone (a ratio, or nanoseconds), NaN
+	// when nothing was measured; meets judges a value against the goal and
+	// show prints one, so that runs can be judged together (runs.go).
+	value float64
+	meets func(float64) bool
+	show  func(float64) string
 }
 
 // Targets judges res against issue 12's targets, in the order the issue
@@ -54,10 +64,19 @@ func Targets(res *Results) []Target {
 	var out []Target
 	cpus := res.Plan.CPUs
 	ratio := func(goal string, v, want float64, spread []float64) Target {
-		return Target{Goal: goal, Asked: fmt.Sprintf(">= %.2f×", want), Measured: sided(v, 3, func(x float64) bool { return x >= want }) + "×" + spreadOf(spread, "%.2f"),
-			Met: !math.IsNaN(v) && v >= want}
+		meets := func(x float64) bool { return x >= want }
+		return Target{Goal: goal, Asked: fmt.Sprintf(">= %.2f×", want), Measured: sided(v, 3, meets) + "×" + spreadOf(spread, "%.2f"),
+			Met: !math.IsNaN(v) && v >= want, value: v, meets: meets, show: func(x float64) string { return sided(x, 3, meets) + "×" }}
 	}
-	missing := func(goal, asked, why string) Target { return Target{Goal: goal, Asked: asked, Measured: why} }
+	missing := func(goal, asked, why string) Target {
+		return Target{Goal: goal, Asked: asked, Measured: why, value: math.NaN()}
+	}
+	// atMost is a duration's target: d at most limit.
+	atMost := func(goal string, d, limit time.Duration, measured string) Target {
+		meets := func(x float64) bool { return time.Duration(x) <= limit }
+		return Target{Goal: goal, Asked: "<= " + Millis(limit), Measured: measured, Met: d <= limit,
+			value: float64(d), meets: meets, show: func(x float64) string { return millisSided(time.Duration(x), limit) }}
+	}
 
 	// The pool against one process: the curve at N = CPUs, 2 and 4 x CPUs,
 	// then the closed-loop table's routes at N = CPUs.
@@ -153,22 +172,27 @@ func Targets(res *Results) []Target {
 			}
 		}
 		v := float64(on.Result.Latency.P99) / float64(s.Unloaded.Latency.P99)
+		p99Meets := func(x float64) bool { return x <= TargetSpikeP99 }
 		out = append(out, Target{Goal: "spike, median round: admitted p99 × unloaded p99",
-			Asked: fmt.Sprintf("<= %.0f×", TargetSpikeP99), Measured: sided(v, 2, func(x float64) bool { return x <= TargetSpikeP99 }) + "×" + spreadOf(ratios, "%.2f×"), Met: v <= TargetSpikeP99})
-		rejected := on.Result.Responses > on.Result.OK
-		t := Target{Goal: "spike, median round: time to reject p50", Asked: "<= " + Millis(TargetRejectP50),
-			Measured: "none rejected", Met: false}
-		if rejected {
-			t.Measured = millisSided(on.Result.Non2xxLatency.P50, TargetRejectP50) + spreadOfDurations(rejects)
-			t.Met = on.Result.Non2xxLatency.P50 <= TargetRejectP50
+			Asked: fmt.Sprintf("<= %.0f×", TargetSpikeP99), Measured: sided(v, 2, p99Meets) + "×" + spreadOf(ratios, "%.2f×"), Met: v <= TargetSpikeP99,
+			value: v, meets: p99Meets, show: func(x float64) string { return sided(x, 2, p99Meets) + "×" }})
+		const rejectGoal = "spike, median round: time to reject p50"
+		if on.Result.Responses > on.Result.OK {
+			p50 := on.Result.Non2xxLatency.P50
+			out = append(out, atMost(rejectGoal, p50, TargetRejectP50, millisSided(p50, TargetRejectP50)+spreadOfDurations(rejects)))
+		} else {
+			out = append(out, missing(rejectGoal, "<= "+Millis(TargetRejectP50), "none rejected"))
 		}
-		out = append(out, t)
-		t = Target{Goal: "spike, median round: `/healthz` p99", Asked: "<= " + Millis(TargetHealthP99), Measured: "not probed"}
-		if on.Health != nil {
-			t.Measured = millisSided(on.Health.Latency.P99, TargetHealthP99) + spreadOfDurations(health)
-			t.Met = on.Health.OK > 0 && on.Health.Latency.P99 <= TargetHealthP99
+		const healthGoal = "spike, median round: `/healthz` p99"
+		if h := on.Health; h != nil && h.OK > 0 {
+			out = append(out, atMost(healthGoal, h.Latency.P99, TargetHealthP99, millisSided(h.Latency.P99, TargetHealthP99)+spreadOfDurations(health)))
+		} else {
+			why := "not probed"
+			if h != nil {
+				why = millisSided(h.Latency.P99, TargetHealthP99) + spreadOfDurations(health) + ", no probe answered 2xx"
+			}
+			out = append(out, missing(healthGoal, "<= "+Millis(TargetHealthP99), why))
 		}
-		out = append(out, t)
 	} else {
 		out = append(out, missing("spike", fmt.Sprintf("<= %.0f×, <= %s, <= %s", TargetSpikeP99, Millis(TargetRejectP50), Millis(TargetHealthP99)), "not measured"))
 	}
@@ -184,15 +208,17 @@ func Targets(res *Results) []Target {
 		}
 		f, k := time.Duration(median(first)), time.Duration(median(kills))
 		out = append(out,
-			Target{Goal: "cold start to the first 200, median", Asked: "<= " + Millis(TargetStart), Measured: millisSided(f, TargetStart) + spreadOfDurations(first), Met: f <= TargetStart},
-			Target{Goal: "kill -9 of a worker to its successor's READY=1, median", Asked: "<= " + Millis(TargetReplace), Measured: millisSided(k, TargetReplace) + spreadOfDurations(kills), Met: k <= TargetReplace})
+			atMost("cold start to the first 200, median", f, TargetStart, millisSided(f, TargetStart)+spreadOfDurations(first)),
+			atMost("kill -9 of a worker to its successor's READY=1, median", k, TargetReplace, millisSided(k, TargetReplace)+spreadOfDurations(kills)))
 	} else {
 		out = append(out, missing("cold start and replacement", "<= "+Millis(TargetStart)+", <= "+Millis(TargetReplace), "not measured"))
 	}
 
 	if res.Elapsed > 0 {
-		out = append(out, Target{Goal: "the bench's own time (cmd/clusterapp-bench, from the box's boot to the page; `make bench` adds the build)",
-			Asked: fmt.Sprintf("< %.0f min", TargetDuration.Minutes()), Measured: res.Elapsed.Truncate(time.Second).String(), Met: res.Elapsed < TargetDuration}) // truncated: 14m59.6s is not "15m0s"
+		meets := func(x float64) bool { return time.Duration(x) < TargetDuration }
+		show := func(x float64) string { return time.Duration(x).Truncate(time.Second).String() } // truncated: 14m59.6s is not "15m0s"
+		out = append(out, Target{Goal: ElapsedGoal, Asked: fmt.Sprintf("< %.0f min", TargetDuration.Minutes()), Measured: show(float64(res.Elapsed)),
+			Met: res.Elapsed < TargetDuration, value: float64(res.Elapsed), meets: meets, show: show})
 	}
 	return out
 }

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A build is the last commit to touch anything but the docs: a commit or
+// an edit of docs/ or of a Markdown file leaves it as it was, an
+// uncommitted change to code marks it dirty, and a commit of code names a
+// new build. Outside a repository the build is unknown.
+func TestDetectBuildIgnoresTheDocs(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git:", err)
+	}
+	ctx := context.Background()
+	repo := t.TempDir()
+	git := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-C", repo, "-c", "user.name=bench", "-c", "user.email=bench@example.invalid"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	write := func(path, content string) {
+		t.Helper()
+		full := filepath.Join(repo, path)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if got := detectBuild(ctx, repo); got != "" {
+		t.Errorf("not a repository: build %q, want unknown", got)
+	}
+	git("init", "-q")
+	write("service/worker/worker.go", "package worker\n")
+	write("docs/benchmarks.md", "# Benchmarks\n")
+	write("README.md", "# clusterapp\n")
+	git("add", "-A")
+	git("commit", "-q", "-m", "code and docs")
+	code := git("log", "-1", "--format=%h")
+	if got := detectBuild(ctx, repo); got != code {
+		t.Fatalf("build %q, want the commit %q", got, code)
+	}
+
+	write("docs/benchmarks.md", "# Benchmarks\n\nA new page.\n")
+	write("service/worker/NOTES.md", "notes\n")
+	if got := detectBuild(ctx, repo); got != code {
+		t.Errorf("docs edited: build %q, want %q unchanged", got, code)
+	}
+	git("add", "-A")
+	git("commit", "-q", "-m", "docs")
+	if got := detectBuild(ctx, repo); got != code {
+		t.Errorf("docs committed: build %q, want %q unchanged", got, code)
+	}
+
+	write("service/worker/scratch.go", "package worker\n")
+	if got := detectBuild(ctx, repo); got != code+"-dirty" {
+		t.Errorf("an uncommitted file of code: build %q, want %q", got, code+"-dirty")
+	}
+	git("add", "-A")
+	git("commit", "-q", "-m", "code")
+	if got, head := detectBuild(ctx, repo), git("log", "-1", "--format=%h"); got != head || got == code {
+		t.Errorf("code committed: build %q, want the new commit %q", got, head)
+	}
+}
