@@ -95,7 +95,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return err
 	}
 	if f.from != "" {
-		return rerender(f, stdout)
+		return rerender(f, stdout, stderr)
 	}
 	if os.Geteuid() != 0 {
 		return errors.New("needs root: the sandbox boots systemd in private namespaces")
@@ -132,13 +132,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	res.LoadBefore, res.LoadAfter = loadBefore, bench.LoadAverage()
 	res.Elapsed = time.Since(begun)
 	fmt.Fprintf(stderr, ">> measured in %s (%s with the box's boot)\n", time.Since(started).Round(time.Second), res.Elapsed.Round(time.Second))
+	// Earlier runs are read before this one is kept, and neither failing
+	// loses the run: the page and bin/benchmarks.json are still written.
 	runsDir := inRepo(repo, f.runs)
-	kept, err := bench.SaveRun(runsDir, res)
-	if err != nil {
-		return err
+	runs := earlierRuns(res, f.runs, runsDir, stderr)
+	if kept, err := bench.SaveRun(runsDir, res); err != nil {
+		fmt.Fprintf(stderr, ">> this run is not kept for judging with later ones: %v\n", err)
+	} else {
+		fmt.Fprintf(stderr, ">> this run's results kept in %s\n", kept)
 	}
-	fmt.Fprintf(stderr, ">> this run's results kept in %s\n", kept)
-	return write(res, inRepo(repo, f.out), filepath.Join(repo, "bin", "benchmarks.json"), bench.Runs{Dir: f.runs}, runsDir, stdout)
+	return write(res, inRepo(repo, f.out), filepath.Join(repo, "bin", "benchmarks.json"), runs, stdout)
+}
+
+// earlierRuns finds the earlier runs of res's build kept in runsDir (named
+// dir on the page); when they cannot be read, the page says so and judges
+// the run alone.
+func earlierRuns(res *bench.Results, dir, runsDir string, stderr io.Writer) bench.Runs {
+	runs := bench.Runs{Dir: dir}
+	earlier, err := bench.EarlierRuns(runsDir, res)
+	if err != nil {
+		fmt.Fprintf(stderr, ">> earlier runs not judged: %v\n", err)
+		runs.Unread = err.Error()
+		return runs
+	}
+	runs.Earlier = earlier
+	return runs
 }
 
 // inRepo is path, relative to repo unless absolute.
@@ -221,16 +239,10 @@ func nWorkers(cpus int) bench.Configuration {
 
 // write renders the page and the chart into dir, the raw results (every
 // generator result in full) into rawPath, and prints the page to stdout.
-// The page judges the targets over the earlier runs of res's build kept in
-// runsDir (runs.Dir names that directory on the page).
-func write(res *bench.Results, dir, rawPath string, runs bench.Runs, runsDir string, stdout io.Writer) error {
+// The page judges the targets over runs too.
+func write(res *bench.Results, dir, rawPath string, runs bench.Runs, stdout io.Writer) error {
 	page := filepath.Join(dir, "benchmarks.md")
 	old, _ := os.ReadFile(page) // absent on the first run: no notes to keep
-	earlier, err := bench.EarlierRuns(runsDir, res)
-	if err != nil {
-		return err
-	}
-	runs.Earlier = earlier
 	var md, svg, curve bytes.Buffer
 	if err := bench.WriteMarkdown(&md, res, runs, "benchmarks.svg", bench.KeptNotes(string(old))); err != nil {
 		return err
@@ -263,7 +275,7 @@ func write(res *bench.Results, dir, rawPath string, runs bench.Runs, runsDir str
 
 // rerender writes the page and the chart again from a previous run's raw
 // results, e.g. after a change to the rendering or to the kept notes.
-func rerender(f flags, stdout io.Writer) error {
+func rerender(f flags, stdout, stderr io.Writer) error {
 	raw, err := os.ReadFile(f.from)
 	if err != nil {
 		return fmt.Errorf("read results: %w", err)
@@ -272,5 +284,5 @@ func rerender(f flags, stdout io.Writer) error {
 	if err := json.Unmarshal(raw, &res); err != nil {
 		return fmt.Errorf("read results %s: %w", f.from, err)
 	}
-	return write(&res, f.out, f.from, bench.Runs{Dir: f.runs}, inRepo(f.repo, f.runs), stdout)
+	return write(&res, f.out, f.from, earlierRuns(&res, f.runs, inRepo(f.repo, f.runs), stderr), stdout)
 }

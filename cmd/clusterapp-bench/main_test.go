@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/clusterapp/clusterapp/service/lab/bench"
 )
 
 // A build is the last commit to touch anything but the docs: a commit or
@@ -72,5 +75,26 @@ func TestDetectBuildIgnoresTheDocs(t *testing.T) {
 	git("commit", "-q", "-m", "code")
 	if got, head := detectBuild(ctx, repo), git("log", "-1", "--format=%h"); got != head || got == code {
 		t.Errorf("code committed: build %q, want the new commit %q", got, head)
+	}
+}
+
+// Earlier runs that cannot be read do not cost the run: the page judges it
+// alone and says why, and the log names the file.
+func TestUnreadableEarlierRunsLeaveTheRunAlone(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "20261205T090000Z.json")
+	if err := os.WriteFile(bad, []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := &bench.Results{Build: "abc1234", Date: time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)}
+	var log strings.Builder
+	runs := earlierRuns(res, "bin/bench-runs", dir, &log)
+	if runs.Unread == "" || len(runs.Earlier) != 0 || !strings.Contains(log.String(), bad) {
+		t.Fatalf("runs %+v, log %q: want unread, naming %s", runs, log.String(), bad)
+	}
+	var page strings.Builder
+	bench.WriteTargetsOverRuns(&page, res, runs)
+	if !strings.Contains(page.String(), "could not be read") || !strings.Contains(page.String(), "judged alone") {
+		t.Errorf("page: %q", page.String())
 	}
 }

@@ -105,6 +105,7 @@ func EarlierRuns(dir string, res *Results) ([]*Results, error) {
 type Runs struct {
 	Dir     string     // where runs are kept, as the page names it ("": the page says nothing of runs)
 	Earlier []*Results // the earlier runs of the same build (EarlierRuns)
+	Unread  string     // why the earlier runs could not be read ("": they were)
 }
 
 // OverRuns is one target judged over several runs; its Met is the
@@ -166,6 +167,9 @@ func WriteTargetsOverRuns(w io.Writer, res *Results, runs Runs) {
 			build = "`" + res.Build + "`"
 		}
 		p.printf("This run's build is %s: it is judged alone, since only runs of one committed build are judged together.\n", build)
+		return
+	case runs.Unread != "":
+		p.printf("The earlier runs kept in `%s` could not be read (%s): this run is judged alone.\n", runsDir, runs.Unread)
 		return
 	case len(earlier) == 0:
 		p.printf("No earlier run of this build (`%s`) on this machine is kept in `%s`: run `make bench` again to judge\n", res.Build, runsDir)
