@@ -34,7 +34,11 @@ type protection struct {
 	// refused: the probe was refused (a stricter SystemCallFilter=, say);
 	// nil otherwise. Its warning waits until the switch would apply.
 	refused *refusal
-	log     *logrus.Entry
+	// desiredNow, for a pool worker, reads the pool size the operator
+	// configures now (the env and scale files, which `clusterapp scale`
+	// rewrites); nil, or not ok: the configured pool as of this start.
+	desiredNow func() (int, bool)
+	log        *logrus.Entry
 }
 
 // refusal is why the SCHED_BATCH switch cannot run, warned about once: at
@@ -170,17 +174,31 @@ func (p protection) batchWith(spare bool, bal *balance.Balancer) bool {
 // made the computing workers trade the CPUs more often, for 3% less
 // /fib?n=30 and a higher p99 (docs/benchmarks.md, "The serving thread
 // waited for the kernel"). With the balance table, the pool is its live
-// workers and the CPUs they may run on together (balance.Balancer.Pool),
-// so workers pinned one per CPU fit, though each sees one CPU; without
-// it, or with a worker's CPUs unknown, the configured pool and this
-// process's CPUs.
+// workers, or the configured pool when that is larger (while the pool
+// starts or grows, the workers still starting are not live yet: worker 3
+// of 3 on 2 CPUs, taking the spare P before worker 2 was, saw 2 workers
+// fit), on the CPUs the live workers may run on together
+// (balance.Balancer.Pool), so workers pinned one per CPU fit, though each
+// sees one CPU; without it, or with a worker's CPUs unknown, the
+// configured pool and this process's CPUs.
 func (p protection) fitsCPUs(bal *balance.Balancer) bool {
 	if bal != nil {
 		if workers, cpus := bal.Pool(); cpus > 0 {
-			return workers <= cpus
+			return max(workers, p.desired()) <= cpus
 		}
 	}
 	return poolSize(p.cfg) <= runtime.NumCPU()
+}
+
+// desired is the pool's configured size: as the operator configures it
+// now for a pool worker, else as this worker started with.
+func (p protection) desired() int {
+	if p.desiredNow != nil {
+		if n, ok := p.desiredNow(); ok {
+			return n
+		}
+	}
+	return poolSize(p.cfg)
 }
 
 // apply sets the protection fields of o, observed by m, and returns the

@@ -120,6 +120,23 @@ func TestBatchComputingCountsThePoolsCPUs(t *testing.T) {
 		t.Errorf("a worker more on CPU 0 (Pool: %d workers, %d CPUs): fits, want %d workers on %d CPUs not to", workers, cpus, n+1, n)
 	}
 	extra.Leave()
+
+	// While the pool starts or grows, its workers still starting are not
+	// live yet: the configured pool counts too, as the operator configures
+	// it now (the scale file) when the worker can read it.
+	growing := protection{cfg: config.Config{Workers: n + 1}}
+	if workers, cpus := last.Pool(); growing.fitsCPUs(last) {
+		t.Errorf("%d of %d configured workers live, one per CPU (Pool: %d workers, %d CPUs): fits, want the %d configured not to", n, n+1, workers, cpus, n+1)
+	}
+	growing.desiredNow = func() (int, bool) { return n, true } // scaled down since it started
+	if !growing.fitsCPUs(last) {
+		t.Errorf("the pool scaled down to its %d live workers, one per CPU: does not fit, want it to", n)
+	}
+	growing.desiredNow = func() (int, bool) { return 0, false } // the files unreadable: as it started
+	if growing.fitsCPUs(last) {
+		t.Errorf("the pool size unreadable now: fits, want the %d workers of the start not to", n+1)
+	}
+
 	unknown := join(n, 0)
 	if p.fitsCPUs(unknown) {
 		t.Errorf("with a worker of unknown CPUs: fits, want the configured %d workers on this process's %d CPUs to decide (they do not fit)", n, runtime.NumCPU())

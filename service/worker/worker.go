@@ -168,6 +168,9 @@ func Run(ctx context.Context, opts Options) error {
 	// connection hooks may still be running, and a write to an unmapped
 	// table is a SIGSEGV, not an error.
 	prot := newProtection(cfg, env, log)
+	if n, err := strconv.Atoi(opts.Name); err == nil && n >= 1 { // a pool worker, not a standalone process
+		prot.desiredNow = func() (int, bool) { return configuredPoolSize(config.EnvFile) }
+	}
 	bal := newBalancer(cfg, env, opts.Name, log)
 	w := newWorker(cfg, env, opts, log, prot, bal)
 	defer func() { _ = w.notifier.Close() }() // the process exits next; nothing to report
