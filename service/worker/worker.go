@@ -277,13 +277,9 @@ func newWorker(cfg config.Config, env env, opts Options, log *logrus.Entry, prot
 		cfg: cfg, env: env, name: opts.Name, version: opts.Version, log: log, notifier: notify.New(log),
 		crashc: make(chan struct{}, 1), detached: make(chan string, 1), overRSS: make(chan string, 1), bal: bal, stopBal: func() {}, prot: prot,
 	}
-	var desiredNow func() (int, bool)
-	if n, err := strconv.Atoi(opts.Name); err == nil && n >= 1 { // a pool worker, not a standalone process
-		desiredNow = func() (int, bool) { return configuredPoolSize(config.EnvFile) }
-	}
 	m := metrics.New(metrics.Options{
 		Worker: opts.Name, Version: opts.Version, Routes: Labels(opts.Routes), Dir: env.runtimeDir,
-		Desired: poolSize(cfg), DesiredNow: desiredNow, Start: time.Now(), Log: log,
+		Desired: poolSize(cfg), DesiredNow: prot.desiredNow, Start: time.Now(), Log: log,
 	})
 	w.metrics = m
 	w.scrapes = metricsServer(m, log)
