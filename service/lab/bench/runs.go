@@ -122,14 +122,17 @@ type OverRuns struct {
 func JudgeOverRuns(res *Results, earlier []*Results) []OverRuns {
 	all := append(slices.Clone(earlier), res)
 	byRun := make([]map[string]Target, len(all))
+	var latest []Target // res's, judged once: its goals are the rows
 	for i, run := range all {
+		targets := Targets(run)
 		byRun[i] = map[string]Target{}
-		for _, t := range Targets(run) {
+		for _, t := range targets {
 			byRun[i][t.Goal] = t
 		}
+		latest = targets
 	}
 	var out []OverRuns
-	for _, t := range Targets(res) {
+	for _, t := range latest {
 		o := OverRuns{Target: t, Median: math.NaN()}
 		var measured []float64
 		for i := range all {
