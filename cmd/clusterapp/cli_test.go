@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -214,7 +215,7 @@ func visibleCommands() []string {
 // visible command.
 func TestDocsAndCompletions(t *testing.T) {
 	dir := t.TempDir()
-	cmd := exec.Command(binary, "docs", dir)
+	cmd := exec.Command(docsBinary, "docs", dir)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "SOURCE_DATE_EPOCH=1700000000"}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("clusterapp docs: %v\n%s", err, out)
@@ -282,5 +283,31 @@ func TestDocsAndCompletions(t *testing.T) {
 	// And the flags of a command.
 	if _, flags, _ := runCLI(t, "__complete", "reload", "--"); !strings.Contains(flags, "--max-unavailable") {
 		t.Errorf("completion of reload's flags lacks --max-unavailable:\n%s", flags)
+	}
+}
+
+// The shipped binary, which every worker start loads, has no man page
+// renderer: go-md2man and blackfriday cost each start ~2 ms of package
+// initialisers (docs.go). Its `docs` is an unknown command; the generator's
+// build has both.
+func TestShippedBinaryLeavesTheManPageRendererOut(t *testing.T) {
+	renderers := []string{"github.com/cpuguy83/go-md2man/v2", "github.com/russross/blackfriday/v2"}
+	for _, b := range []struct {
+		path  string
+		links bool
+	}{{binary, false}, {docsBinary, true}} {
+		info, err := exec.Command("go", "version", "-m", b.path).Output()
+		if err != nil {
+			t.Fatalf("go version -m %s: %v", b.path, err)
+		}
+		for _, mod := range renderers {
+			if linked := regexp.MustCompile(`(?m)^\s+dep\s+` + regexp.QuoteMeta(mod) + `\s`).Match(info); linked != b.links {
+				t.Errorf("%s links %s: %v, want %v", filepath.Base(b.path), mod, linked, b.links)
+			}
+		}
+	}
+	code, _, stderr := runCLI(t, "docs", t.TempDir())
+	if code != 2 || !strings.Contains(stderr, `unknown command "docs"`) {
+		t.Errorf("clusterapp docs: exit %d, want 2 naming the unknown command\n%s", code, stderr)
 	}
 }

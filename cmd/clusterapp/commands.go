@@ -62,8 +62,8 @@ Exit status: 0 on success, 1 on failure, 2 for a bad command line,
 		newDoctorCommand(),
 		newExitedCommand(stderr),
 		newVersionCommand(),
-		newDocsCommand(),
 	)
+	root.AddCommand(docsCommands()...) // none in the shipped binary (docs.go)
 	refuseUnknownHelpTopics(root)
 	return root
 }

@@ -1,3 +1,12 @@
+//go:build mandocs
+
+// The man page generator is built only with -tags mandocs (make build's
+// bin/clusterapp-docs, which packaging/build runs): its renderer, go-md2man
+// on blackfriday, builds tables at package initialisation (HTML entities,
+// block tags) that every start of the shipped binary paid, about 2 ms of its
+// ~10 ms of initialisers on a 2-CPU VM, for a command only packaging runs.
+// docs_shipped.go is the shipped binary's side: no docs command.
+
 package main
 
 import (
@@ -15,9 +24,13 @@ import (
 	"github.com/spf13/pflag"
 )
 
+// docsCommands is the docs command, in this build.
+func docsCommands() []*cobra.Command { return []*cobra.Command{newDocsCommand()} }
+
 // newDocsCommand writes the man page and the shell completions generated
 // from the command tree, so they cannot drift from it. Hidden: packaging/build
-// runs it and ships the files; operators use man and their shell.
+// runs it (bin/clusterapp-docs) and ships the files; operators use man and
+// their shell.
 func newDocsCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:    "docs DIR",

@@ -26,7 +26,9 @@ import (
 	"github.com/clusterapp/clusterapp/service/worker/crashloop"
 )
 
-var binary string
+// binary is the shipped build; docsBinary the man page generator's
+// (-tags mandocs, make build's bin/clusterapp-docs).
+var binary, docsBinary string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "clusterapp-bin-")
@@ -34,10 +36,13 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binary = filepath.Join(dir, "clusterapp")
-	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
-	if err != nil {
-		os.RemoveAll(dir)
-		panic("build clusterapp: " + err.Error() + "\n" + string(out))
+	docsBinary = filepath.Join(dir, "clusterapp-docs")
+	for _, build := range [][]string{{"-o", binary}, {"-tags", "mandocs", "-o", docsBinary}} {
+		out, err := exec.Command("go", append(append([]string{"build"}, build...), ".")...).CombinedOutput()
+		if err != nil {
+			os.RemoveAll(dir)
+			panic("build clusterapp " + strings.Join(build, " ") + ": " + err.Error() + "\n" + string(out))
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
