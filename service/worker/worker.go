@@ -326,7 +326,9 @@ func (w *worker) run(ctx context.Context, set listen.Set, source listen.Source, 
 	// when this goroutine blocked, after READY=1 and the "serving" line, so
 	// the connection whose arrival started a socket-activated worker waited
 	// in the backlog 2-5 ms longer than it had to. Serving before READY=1 is
-	// not new (/readyz says "starting" meanwhile), only sooner.
+	// not new (/readyz says "starting" meanwhile), only sooner. A hint, not
+	// a barrier: the scheduler takes this goroutine back first now and then
+	// (from its global queue, every 61st turn), and the start is as before.
 	runtime.Gosched()
 	w.metrics.WatchListeners(listeners)
 	go w.metrics.Run(ctx)
