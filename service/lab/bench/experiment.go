@@ -205,6 +205,10 @@ func (r *Runner) logf(format string, args ...any) {
 func (r *Runner) Run(ctx context.Context, plan Plan) (*Results, error) {
 	res := &Results{Plan: plan}
 	r.started = time.Now()
+	early, err := r.earlyStarts(ctx, plan) // before any load: the box just booted
+	if err != nil {
+		return nil, err
+	}
 	var fixedRates map[string]float64 // by route, from the reference
 	for i, c := range plan.Configs {
 		cr, err := r.measureConfig(ctx, plan, c, fixedRates)
@@ -273,6 +277,7 @@ func (r *Runner) Run(ctx context.Context, plan Plan) (*Results, error) {
 		if err != nil {
 			return nil, err
 		}
+		start.EarlyStarts = early
 		res.Start = start
 	}
 	return res, nil

@@ -28,10 +28,20 @@ import (
 //     exited" line to the new process's "Started" line, each kill after the
 //     worker has served longer than crashloop.StableAfter (a lone crash, no
 //     back-off).
+//
+// The cold starts are timed last in the run, after the load, and, with
+// EarlyStarts, first too, in the box just booted: a machine's boot is the
+// one, 13 minutes of load the other, and the two read 84-100 and 111-141 ms
+// in separate boxes on 2026-12-05, when the machine's speed also moved by
+// the hour (docs/benchmarks.md, notes). Only one run's two readings share
+// the machine's moment.
 type StartPlan struct {
 	Config Configuration // the pool (N workers at the defaults)
-	Starts int           // cold starts; default 1
-	Kills  int           // kills of worker 1; default 1
+	Starts int           // cold starts last in the run; default 1
+	// EarlyStarts are cold starts first in the run, before any load; 0:
+	// none. The target judges Starts.
+	EarlyStarts int
+	Kills       int // kills of worker 1; default 1
 	// KillAfter is how long worker 1 serves before each kill (default
 	// crashloop.StableAfter and a second); ReadAfter how long the box is
 	// left to itself after the kill before anything reads it (default 2 s).
@@ -42,6 +52,8 @@ type StartPlan struct {
 type StartResult struct {
 	Workers int
 	Starts  []StartRun
+	// EarlyStarts were timed first in the run, in the box just booted.
+	EarlyStarts []StartRun `json:",omitempty"`
 	// Kills: from "Main process exited" to the replacement's READY=1.
 	Kills []time.Duration
 }
@@ -111,35 +123,8 @@ func (r *Runner) startup(ctx context.Context, plan Plan) (*StartResult, error) {
 	}
 	res := &StartResult{Workers: workers}
 	unit := config.WorkerUnit(1)
-	for range max(sp.Starts, 1) {
-		out, err := r.Box.Exec(ctx, time.Minute, "bash", "-c", coldStartScript)
-		if err != nil {
-			return nil, fmt.Errorf("cold start: %w", err)
-		}
-		f := resultFields(out)
-		if len(f) != 3 || f[0] != "200" {
-			return nil, fmt.Errorf("%w: cold start: GET / gave %q", ErrNoResponses, out)
-		}
-		t0, err1 := strconv.ParseInt(f[1], 10, 64)
-		t1, err2 := strconv.ParseInt(f[2], 10, 64)
-		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("cold start: unexpected output %q", out)
-		}
-		if err := r.Box.WaitReady(ctx, workers, defaultReadyTimeout); err != nil {
-			return nil, fmt.Errorf("cold start: %w", err)
-		}
-		lines, err := r.journalSince(ctx, unit, t0)
-		if err != nil {
-			return nil, err
-		}
-		starting, err1 := lineAfter(lines, "Starting "+unit, t0)
-		ready, err2 := lineAfter(lines, "Started "+unit, t0)
-		if err := errors.Join(err1, err2); err != nil {
-			return nil, fmt.Errorf("cold start: %w", err)
-		}
-		run := StartRun{FirstOK: time.Duration(t1 - t0), Starting: time.Duration(starting - t0), Ready: time.Duration(ready - t0)}
-		res.Starts = append(res.Starts, run)
-		r.logf("   cold start: first 200 after %v (worker 1 starting at %v, READY=1 at %v)", Millis(run.FirstOK), Millis(run.Starting), Millis(run.Ready))
+	if res.Starts, err = r.coldStarts(ctx, max(sp.Starts, 1), workers); err != nil {
+		return nil, err
 	}
 	for range max(sp.Kills, 1) {
 		// Past StableAfter, so the worker's crash-loop pacing sees a lone
@@ -181,6 +166,61 @@ func (r *Runner) startup(ctx context.Context, plan Plan) (*StartResult, error) {
 		r.logf("   kill -9 of %s: READY=1 %v after the exit", unit, Millis(time.Duration(ready-exited)))
 	}
 	return res, nil
+}
+
+// earlyStarts times plan.Start.EarlyStarts cold starts of its pool, for Run
+// to call first, before any load; nil without any.
+func (r *Runner) earlyStarts(ctx context.Context, plan Plan) ([]StartRun, error) {
+	sp := plan.Start
+	if sp == nil || sp.EarlyStarts < 1 {
+		return nil, nil
+	}
+	workers, err := sp.Config.Workers(plan.CPUs)
+	if err != nil {
+		return nil, err
+	}
+	r.logf(">> cold starts first in the run, the box just booted: %d workers, %d cold starts", workers, sp.EarlyStarts)
+	if err := r.apply(ctx, sp.Config, workers); err != nil {
+		return nil, err
+	}
+	return r.coldStarts(ctx, sp.EarlyStarts, workers)
+}
+
+// coldStarts times n cold starts of the pool of workers applied.
+func (r *Runner) coldStarts(ctx context.Context, n, workers int) ([]StartRun, error) {
+	unit := config.WorkerUnit(1)
+	var runs []StartRun
+	for range n {
+		out, err := r.Box.Exec(ctx, time.Minute, "bash", "-c", coldStartScript)
+		if err != nil {
+			return nil, fmt.Errorf("cold start: %w", err)
+		}
+		f := resultFields(out)
+		if len(f) != 3 || f[0] != "200" {
+			return nil, fmt.Errorf("%w: cold start: GET / gave %q", ErrNoResponses, out)
+		}
+		t0, err1 := strconv.ParseInt(f[1], 10, 64)
+		t1, err2 := strconv.ParseInt(f[2], 10, 64)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("cold start: unexpected output %q", out)
+		}
+		if err := r.Box.WaitReady(ctx, workers, defaultReadyTimeout); err != nil {
+			return nil, fmt.Errorf("cold start: %w", err)
+		}
+		lines, err := r.journalSince(ctx, unit, t0)
+		if err != nil {
+			return nil, err
+		}
+		starting, err1 := lineAfter(lines, "Starting "+unit, t0)
+		ready, err2 := lineAfter(lines, "Started "+unit, t0)
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, fmt.Errorf("cold start: %w", err)
+		}
+		run := StartRun{FirstOK: time.Duration(t1 - t0), Starting: time.Duration(starting - t0), Ready: time.Duration(ready - t0)}
+		runs = append(runs, run)
+		r.logf("   cold start: first 200 after %v (worker 1 starting at %v, READY=1 at %v)", Millis(run.FirstOK), Millis(run.Starting), Millis(run.Ready))
+	}
+	return runs, nil
 }
 
 // resultFields returns the fields after "result" on a script's last
@@ -257,13 +297,12 @@ func sleep(ctx context.Context, d time.Duration) error {
 func WriteStart(w io.Writer, res *Results) {
 	p := asPrinter(w)
 	s := res.Start
-	p.printf("| cold start | first 200 | worker 1 \"Starting\" | worker 1 READY=1 |\n|---|---|---|---|\n")
-	var first, starting, ready []float64
-	for i, run := range s.Starts {
-		p.printf("| %d | %s | %s | %s |\n", i+1, Millis(run.FirstOK), Millis(run.Starting), Millis(run.Ready))
-		first, starting, ready = append(first, float64(run.FirstOK)), append(starting, float64(run.Starting)), append(ready, float64(run.Ready))
+	if len(s.EarlyStarts) > 0 {
+		p.printf("Cold starts first in the run, in the box just booted, before any load (as at a machine's boot; not judged):\n\n")
+		writeColdStarts(p, s.EarlyStarts)
+		p.printf("Cold starts last in the run, after the load (issue 12's target judges these):\n\n")
 	}
-	p.printf("| median | **%s** | %s | %s |\n\n", Millis(time.Duration(median(first))), Millis(time.Duration(median(starting))), Millis(time.Duration(median(ready))))
+	writeColdStarts(p, s.Starts)
 	p.printf("| kill -9 of worker 1 | exit to READY=1 |\n|---|---|\n")
 	var kills []float64
 	for i, k := range s.Kills {
@@ -271,4 +310,15 @@ func WriteStart(w io.Writer, res *Results) {
 		kills = append(kills, float64(k))
 	}
 	p.printf("| median | **%s** |\n", Millis(time.Duration(median(kills))))
+}
+
+// writeColdStarts is a table of cold starts and their medians.
+func writeColdStarts(p *printer, runs []StartRun) {
+	p.printf("| cold start | first 200 | worker 1 \"Starting\" | worker 1 READY=1 |\n|---|---|---|---|\n")
+	var first, starting, ready []float64
+	for i, run := range runs {
+		p.printf("| %d | %s | %s | %s |\n", i+1, Millis(run.FirstOK), Millis(run.Starting), Millis(run.Ready))
+		first, starting, ready = append(first, float64(run.FirstOK)), append(starting, float64(run.Starting)), append(ready, float64(run.Ready))
+	}
+	p.printf("| median | **%s** | %s | %s |\n\n", Millis(time.Duration(median(first))), Millis(time.Duration(median(starting))), Millis(time.Duration(median(ready))))
 }

@@ -65,6 +65,63 @@ func TestStartupTimesColdStartsAndKills(t *testing.T) {
 	containsAll(t, "the start tables", page.String(), "| median | **180 ms** | 65.0 ms | 170 ms |", "| 1 | 120 ms |", "| median | **120 ms** |")
 }
 
+// With EarlyStarts, Run times that many cold starts before anything else
+// (the box just booted) and the page gives them in a table of their own,
+// before the starts the target judges.
+func TestRunTimesEarlyColdStartsFirst(t *testing.T) {
+	const t0 = int64(1796190705_000000000)
+	unit := config.WorkerUnit(1)
+	stamp := func(ms int) string {
+		ns := t0 + int64(ms)*1e6
+		return fmt.Sprintf("%d.%06d", ns/1e9, ns%1e9/1e3)
+	}
+	var steps []string
+	firstOK := []int{90, 95, 130, 140, 150}
+	box := &sandbox.Driver{Name: "t", Command: func(ctx context.Context, args ...string) ([]byte, error) {
+		cmd := strings.Join(args, " ")
+		switch {
+		case strings.Contains(cmd, "/dev/tcp/127.0.0.1/8080") && strings.Contains(cmd, "$EPOCHREALTIME"):
+			ms := firstOK[len(steps)%len(firstOK)]
+			steps = append(steps, "start")
+			return []byte(fmt.Sprintf("result 200 %d %d\n", t0, t0+int64(ms)*1e6)), nil
+		case strings.Contains(cmd, "kill -9"):
+			steps = append(steps, "kill")
+			return []byte(fmt.Sprintf("result %d\n", t0)), nil
+		case strings.Contains(cmd, "journalctl"):
+			return []byte(strings.Join([]string{
+				stamp(40) + " h systemd[1]: Starting " + unit + " - clusterapp worker 1...",
+				stamp(85) + " h systemd[1]: Started " + unit + " - clusterapp worker 1.",
+				stamp(300) + " h systemd[1]: " + unit + ": Main process exited, code=killed, status=9/KILL",
+				stamp(400) + " h systemd[1]: Started " + unit + " - clusterapp worker 1.",
+			}, "\n")), nil
+		case strings.Contains(cmd, "systemctl list-units"):
+			return []byte(unitListing(2)), nil
+		case strings.Contains(cmd, "curl"):
+			return []byte("200"), nil
+		}
+		return nil, nil
+	}}
+	plan := Plan{CPUs: 2, Start: &StartPlan{Config: DefaultConfigurations(2)[1], Starts: 3, EarlyStarts: 2, Kills: 1, KillAfter: time.Millisecond, ReadAfter: time.Millisecond}}
+	res, err := (&Runner{Box: box}).Run(context.Background(), plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(steps, " "); got != "start start start start start kill" {
+		t.Fatalf("steps %q, want 2 early starts, 3 starts, a kill", got)
+	}
+	early, late := res.Start.EarlyStarts, res.Start.Starts
+	if len(early) != 2 || early[0].FirstOK != 90*time.Millisecond || early[1].FirstOK != 95*time.Millisecond || len(late) != 3 || late[0].FirstOK != 130*time.Millisecond {
+		t.Fatalf("early %+v, late %+v: want the first two starts early", early, late)
+	}
+	var page bytes.Buffer
+	WriteStart(&page, res)
+	out := page.String()
+	containsAll(t, "the start tables", out, "first in the run, in the box just booted", "| median | **92.5 ms** |", "last in the run, after the load", "| median | **140 ms** |")
+	if strings.Index(out, "92.5 ms") > strings.Index(out, "140 ms") {
+		t.Errorf("the early starts come after the judged ones:\n%s", out)
+	}
+}
+
 // lineAfter finds the first line with the text at or after the moment, and
 // says which line is missing.
 func TestLineAfter(t *testing.T) {
