@@ -20,34 +20,17 @@ import (
 func TestStartupTimesColdStartsAndKills(t *testing.T) {
 	const t0 = int64(1796190705_000000000) // ns
 	unit := config.WorkerUnit(1)
-	stamp := func(ms int) string { // a journal timestamp ms after t0
-		ns := t0 + int64(ms)*1e6
-		return fmt.Sprintf("%d.%06d", ns/1e9, ns%1e9/1e3)
-	}
 	var killed []string
-	box := &sandbox.Driver{Name: "t", Command: func(ctx context.Context, args ...string) ([]byte, error) {
-		cmd := strings.Join(args, " ")
-		switch {
-		case strings.Contains(cmd, "bash -c") && strings.Contains(cmd, "/dev/tcp/127.0.0.1/8080") && strings.Contains(cmd, "$EPOCHREALTIME"):
-			return []byte(fmt.Sprintf("Warning: Stopping %s, but it can still be activated by:\nresult 200 %d %d\n", unit, t0, t0+180e6)), nil
-		case strings.Contains(cmd, "kill -9"):
-			killed = append(killed, args[len(args)-1])
-			return []byte(fmt.Sprintf("result %d\n", t0)), nil
-		case strings.Contains(cmd, "journalctl"):
-			return []byte(strings.Join([]string{
-				stamp(-5) + " h systemd[1]: Stopped " + unit + " - clusterapp worker 1.",
-				stamp(65) + " h systemd[1]: Starting " + unit + " - clusterapp worker 1...",
-				stamp(170) + " h systemd[1]: Started " + unit + " - clusterapp worker 1.",
-				stamp(300) + " h systemd[1]: " + unit + ": Main process exited, code=killed, status=9/KILL",
-				stamp(420) + " h systemd[1]: Started " + unit + " - clusterapp worker 1.",
-			}, "\n")), nil
-		case strings.Contains(cmd, "systemctl list-units"):
-			return []byte(unitListing(2)), nil
-		case strings.Contains(cmd, "curl"):
-			return []byte("200"), nil
-		}
-		return nil, nil
-	}}
+	box := fakeStartBox(t0,
+		func() string {
+			return fmt.Sprintf("Warning: Stopping %s, but it can still be activated by:\nresult 200 %d %d\n", unit, t0, t0+180e6)
+		},
+		func(unit string) { killed = append(killed, unit) },
+		journalLine{-5, "Stopped " + unit + " - clusterapp worker 1."},
+		journalLine{65, "Starting " + unit + " - clusterapp worker 1..."},
+		journalLine{170, "Started " + unit + " - clusterapp worker 1."},
+		journalLine{300, unit + ": Main process exited, code=killed, status=9/KILL"},
+		journalLine{420, "Started " + unit + " - clusterapp worker 1."})
 	plan := Plan{CPUs: 2, Start: &StartPlan{Config: DefaultConfigurations(2)[1], Starts: 2, Kills: 1, KillAfter: time.Millisecond, ReadAfter: time.Millisecond}}
 	res, err := (&Runner{Box: box}).startup(context.Background(), plan)
 	if err != nil {
@@ -71,36 +54,19 @@ func TestStartupTimesColdStartsAndKills(t *testing.T) {
 func TestRunTimesEarlyColdStartsFirst(t *testing.T) {
 	const t0 = int64(1796190705_000000000)
 	unit := config.WorkerUnit(1)
-	stamp := func(ms int) string {
-		ns := t0 + int64(ms)*1e6
-		return fmt.Sprintf("%d.%06d", ns/1e9, ns%1e9/1e3)
-	}
 	var steps []string
 	firstOK := []int{90, 95, 130, 140, 150}
-	box := &sandbox.Driver{Name: "t", Command: func(ctx context.Context, args ...string) ([]byte, error) {
-		cmd := strings.Join(args, " ")
-		switch {
-		case strings.Contains(cmd, "/dev/tcp/127.0.0.1/8080") && strings.Contains(cmd, "$EPOCHREALTIME"):
+	box := fakeStartBox(t0,
+		func() string {
 			ms := firstOK[len(steps)%len(firstOK)]
 			steps = append(steps, "start")
-			return []byte(fmt.Sprintf("result 200 %d %d\n", t0, t0+int64(ms)*1e6)), nil
-		case strings.Contains(cmd, "kill -9"):
-			steps = append(steps, "kill")
-			return []byte(fmt.Sprintf("result %d\n", t0)), nil
-		case strings.Contains(cmd, "journalctl"):
-			return []byte(strings.Join([]string{
-				stamp(40) + " h systemd[1]: Starting " + unit + " - clusterapp worker 1...",
-				stamp(85) + " h systemd[1]: Started " + unit + " - clusterapp worker 1.",
-				stamp(300) + " h systemd[1]: " + unit + ": Main process exited, code=killed, status=9/KILL",
-				stamp(400) + " h systemd[1]: Started " + unit + " - clusterapp worker 1.",
-			}, "\n")), nil
-		case strings.Contains(cmd, "systemctl list-units"):
-			return []byte(unitListing(2)), nil
-		case strings.Contains(cmd, "curl"):
-			return []byte("200"), nil
-		}
-		return nil, nil
-	}}
+			return fmt.Sprintf("result 200 %d %d\n", t0, t0+int64(ms)*1e6)
+		},
+		func(string) { steps = append(steps, "kill") },
+		journalLine{40, "Starting " + unit + " - clusterapp worker 1..."},
+		journalLine{85, "Started " + unit + " - clusterapp worker 1."},
+		journalLine{300, unit + ": Main process exited, code=killed, status=9/KILL"},
+		journalLine{400, "Started " + unit + " - clusterapp worker 1."})
 	plan := Plan{CPUs: 2, Start: &StartPlan{Config: DefaultConfigurations(2)[1], Starts: 3, EarlyStarts: 2, Kills: 1, KillAfter: time.Millisecond, ReadAfter: time.Millisecond}}
 	res, err := (&Runner{Box: box}).Run(context.Background(), plan)
 	if err != nil {
@@ -132,4 +98,38 @@ func TestLineAfter(t *testing.T) {
 	if _, err := lineAfter(journal, "Main process exited", 0); !errors.Is(err, errJournal) || !strings.Contains(err.Error(), "Main process exited") {
 		t.Fatalf("err = %v, want errJournal naming the text", err)
 	}
+}
+
+// journalLine is a line of systemd's in the fake box's journal, ms after t0.
+type journalLine struct {
+	ms   int
+	text string
+}
+
+// fakeStartBox answers the start step's commands: coldStart gives the cold
+// start script's output, kill is told of each killed unit (the kill script
+// answers t0), and journalctl gives lines, stamped as short-unix does.
+func fakeStartBox(t0 int64, coldStart func() string, kill func(unit string), lines ...journalLine) *sandbox.Driver {
+	return &sandbox.Driver{Name: "t", Command: func(ctx context.Context, args ...string) ([]byte, error) {
+		cmd := strings.Join(args, " ")
+		switch {
+		case strings.Contains(cmd, "bash -c") && strings.Contains(cmd, "/dev/tcp/127.0.0.1/8080") && strings.Contains(cmd, "$EPOCHREALTIME"):
+			return []byte(coldStart()), nil
+		case strings.Contains(cmd, "kill -9"):
+			kill(args[len(args)-1])
+			return []byte(fmt.Sprintf("result %d\n", t0)), nil
+		case strings.Contains(cmd, "journalctl"):
+			var out []string
+			for _, l := range lines {
+				ns := t0 + int64(l.ms)*1e6
+				out = append(out, fmt.Sprintf("%d.%06d h systemd[1]: %s", ns/1e9, ns%1e9/1e3, l.text))
+			}
+			return []byte(strings.Join(out, "\n")), nil
+		case strings.Contains(cmd, "systemctl list-units"):
+			return []byte(unitListing(2)), nil
+		case strings.Contains(cmd, "curl"):
+			return []byte("200"), nil
+		}
+		return nil, nil
+	}}
 }
