@@ -223,7 +223,7 @@ func newPlan(cpus int, repo string, f flags) bench.Plan {
 		Faults: &bench.FaultPlan{
 			Config: bench.FaultConfiguration(cpus), Route: "/", Concurrency: 16, Duration: f.cell, Timeout: 5 * time.Second,
 		},
-		Start: &bench.StartPlan{Config: nWorkers(cpus), Starts: 5, EarlyStarts: 5, Kills: 3},
+		Start: &bench.StartPlan{Config: nWorkers(cpus), Starts: 5, EarlyStarts: 3, Bare: true, Kills: 3},
 	}
 }
 

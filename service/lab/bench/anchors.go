@@ -73,6 +73,22 @@ const (
 	pm2Port   = 18093
 )
 
+// bareAnchor is plan's bare net/http anchor, or why there is none.
+func bareAnchor(plan Plan) (*Anchor, string) {
+	if plan.Anchors != nil {
+		for i, a := range plan.Anchors.Anchors {
+			if a.Port != barePort {
+				continue
+			}
+			if a.Skip != "" {
+				return nil, a.Skip
+			}
+			return &plan.Anchors.Anchors[i], ""
+		}
+	}
+	return nil, "the plan has no bare net/http anchor"
+}
+
 // DefaultAnchors returns the anchors of issue 12 for a machine with cpus
 // CPUs: the seed routes on bare net/http (cmd/clusterapp-bare), Debian's
 // nginx answering `return 200` (the fast path only), and the seed

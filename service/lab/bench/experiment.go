@@ -205,7 +205,7 @@ func (r *Runner) logf(format string, args ...any) {
 func (r *Runner) Run(ctx context.Context, plan Plan) (*Results, error) {
 	res := &Results{Plan: plan}
 	r.started = time.Now()
-	early, err := r.earlyStarts(ctx, plan) // before any load: the box just booted
+	early, earlyBare, err := r.earlyStarts(ctx, plan) // before any load: the box just booted
 	if err != nil {
 		return nil, err
 	}
@@ -277,7 +277,7 @@ func (r *Runner) Run(ctx context.Context, plan Plan) (*Results, error) {
 		if err != nil {
 			return nil, err
 		}
-		start.EarlyStarts = early
+		start.EarlyStarts, start.EarlyBareStarts = early, earlyBare
 		res.Start = start
 	}
 	return res, nil

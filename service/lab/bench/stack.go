@@ -121,21 +121,8 @@ func cpuRatio(cost, base []float64) float64 {
 func (r *Runner) stack(ctx context.Context, plan Plan) (*StackResult, error) {
 	sp := plan.Stack
 	res := &StackResult{Route: sp.Route}
-	var bare *Anchor
-	if plan.Anchors != nil {
-		for i, a := range plan.Anchors.Anchors {
-			if a.Port == barePort {
-				bare = &plan.Anchors.Anchors[i]
-			}
-		}
-	}
-	switch {
-	case bare == nil:
-		res.Skipped = "the plan has no bare net/http anchor"
-	case bare.Skip != "":
-		res.Skipped = bare.Skip
-	}
-	if res.Skipped != "" {
+	bare, skipped := bareAnchor(plan)
+	if res.Skipped = skipped; skipped != "" {
 		r.logf(">> handler stack against bare net/http: skipped: %s", res.Skipped)
 		return res, nil
 	}

@@ -35,13 +35,24 @@ import (
 // in separate boxes on 2026-12-05, when the machine's speed also moved by
 // the hour (docs/benchmarks.md, notes). Only one run's two readings share
 // the machine's moment.
+//
+// With Bare, each cold start of the pool is followed by one of bare
+// net/http (the plan's bare anchor) socket-activated in units derived from
+// the shipped ones (BareUnits: the same hardening, the same socket
+// settings), timed by the same script: the outside anchor for the start,
+// read at the same moment as the pool's, since the machine's speed moves a
+// start by a fifth from one hour to the next.
 type StartPlan struct {
 	Config Configuration // the pool (N workers at the defaults)
 	Starts int           // cold starts last in the run; default 1
 	// EarlyStarts are cold starts first in the run, before any load; 0:
 	// none. The target judges Starts.
 	EarlyStarts int
-	Kills       int // kills of worker 1; default 1
+	// Bare: a cold start of bare net/http in the worker's unit after each
+	// of the pool's, early and last; skipped, with the reason, when the
+	// plan has no bare anchor.
+	Bare  bool
+	Kills int // kills of worker 1; default 1
 	// KillAfter is how long worker 1 serves before each kill (default
 	// crashloop.StableAfter and a second); ReadAfter how long the box is
 	// left to itself after the kill before anything reads it (default 2 s).
@@ -52,8 +63,16 @@ type StartPlan struct {
 type StartResult struct {
 	Workers int
 	Starts  []StartRun
-	// EarlyStarts were timed first in the run, in the box just booted.
-	EarlyStarts []StartRun `json:",omitempty"`
+	// EarlyStarts were timed first in the run, in the box just booted,
+	// EarlyBareStarts with them as BareStarts are with Starts.
+	EarlyStarts     []StartRun `json:",omitempty"`
+	EarlyBareStarts []StartRun `json:",omitempty"`
+	// BareStarts: bare net/http in the worker's unit, BareStarts[i] just
+	// after Starts[i] (FirstOK, and Starting from its unit's first line;
+	// it sends no READY=1).
+	// BareSkipped says why there are none when the plan asked for them.
+	BareStarts  []StartRun `json:",omitempty"`
+	BareSkipped string     `json:",omitempty"`
 	// Kills: from "Main process exited" to the replacement's READY=1.
 	Kills []time.Duration
 }
@@ -68,30 +87,71 @@ type StartRun struct {
 // errJournal says the journal lacked a line a timing needs.
 var errJournal = errors.New("bench: the journal lacks the line")
 
-// coldStartScript stops everything, then prints "result <HTTP code> <ns
-// before systemctl start> <ns at the status line>" (Exec returns stderr
-// too, where systemctl warns that a stopped worker can still be
-// activated). It runs in bash, and the client is bash itself: it connects
-// through /dev/tcp, writes the request and reads the status line, and
-// $EPOCHREALTIME reads the clock, so nothing between the two readings
+// coldStartScript stops the units in stop, then prints "result <HTTP
+// code> <ns before systemctl start> <ns at the status line>" for a GET of
+// `/` on host:port after `systemctl start` of the units in start (Exec
+// returns stderr too, where systemctl warns that a stopped worker can
+// still be activated). It runs in bash, and the client is bash itself: it
+// connects through /dev/tcp, writes the request and reads the status line,
+// and $EPOCHREALTIME reads the clock, so nothing between the two readings
 // starts a process but systemctl. Run with curl and date, the same start
 // read 172-182 ms against 131-139 ms (3 alternating starts each): curl's
 // and date's own start-up, not the service's. The sockets keep systemd's
 // default start limit (5 starts in 10 s), which the fifth start in a row
-// hit: reset-failed clears it.
-var coldStartScript = `systemctl stop ` + config.TargetUnit + ` '` + config.WorkerPattern + `' ` + config.SocketUnit + ` ` + config.MetricsSocketUnit + ` 2>/dev/null
-systemctl reset-failed ` + config.SocketUnit + ` ` + config.MetricsSocketUnit + ` 2>/dev/null
+// hit: reset-failed clears it (unit names only: the list may hold a
+// pattern, which is quoted).
+func coldStartScript(stop, start []string, host, port string) string {
+	quoted := make([]string, len(stop))
+	for i, u := range stop {
+		quoted[i] = "'" + u + "'"
+	}
+	return `systemctl stop ` + strings.Join(quoted, " ") + ` 2>/dev/null
+systemctl reset-failed ` + strings.Join(start, " ") + ` 2>/dev/null
 sleep 1
 export LC_ALL=C
 t0=$EPOCHREALTIME
-systemctl start ` + config.SocketUnit + ` ` + config.MetricsSocketUnit + `
-exec 3<>/dev/tcp/` + serviceHost + `/` + servicePort + ` || exit 1
-printf 'GET / HTTP/1.1\r\nHost: ` + serviceHost + `\r\nConnection: close\r\n\r\n' >&3
+systemctl start ` + strings.Join(start, " ") + `
+exec 3<>/dev/tcp/` + host + `/` + port + ` || exit 1
+printf 'GET / HTTP/1.1\r\nHost: ` + host + `\r\nConnection: close\r\n\r\n' >&3
 IFS= read -r -t 10 status <&3
 t1=$EPOCHREALTIME
 exec 3<&-
 set -- $status
 echo "result ${2:-none} ${t0/./}000 ${t1/./}000"`
+}
+
+// starter is what a cold start starts: the pool, or bare in the worker's
+// unit.
+type starter struct {
+	name   string // for the log
+	script string // coldStartScript's
+	unit   string // whose journal times the start: "Starting", and "Started" when ready
+	// ready: unit is Type=notify, its "Started" line is READY=1. Otherwise
+	// a unit may go from inactive to active without a "Starting" line
+	// (Type=simple is active once forked), and "Started" stands for it.
+	ready bool
+}
+
+// poolStarter starts the suite's sockets (the pool is socket-activated);
+// bareStarter bare's socket (BareUnits).
+var (
+	poolStarter = starter{
+		name: "cold start",
+		script: coldStartScript(
+			[]string{config.TargetUnit, config.WorkerPattern, config.SocketUnit, config.MetricsSocketUnit},
+			[]string{config.SocketUnit, config.MetricsSocketUnit}, serviceHost, servicePort),
+		unit: config.WorkerUnit(1), ready: true,
+	}
+	bareStarter = starter{
+		name: "bare net/http in the worker's unit",
+		// Stopped once timed: an idle process still wakes (the unit's
+		// GODEBUG keeps its runtime's monitor ticking) during the pool's
+		// next start.
+		script: coldStartScript([]string{BareSocketUnit, BareUnit}, []string{BareSocketUnit}, "127.0.0.1", strconv.Itoa(bareUnitPort)) +
+			"\nsystemctl stop " + BareSocketUnit + " " + BareUnit + " || true",
+		unit: BareUnit,
+	}
+)
 
 // serviceHost and servicePort are sandbox.URL's, for bash's /dev/tcp.
 var serviceHost, servicePort = func() (string, string) {
@@ -123,7 +183,7 @@ func (r *Runner) startup(ctx context.Context, plan Plan) (*StartResult, error) {
 	}
 	res := &StartResult{Workers: workers}
 	unit := config.WorkerUnit(1)
-	if res.Starts, err = r.coldStarts(ctx, max(sp.Starts, 1), workers); err != nil {
+	if res.Starts, res.BareStarts, res.BareSkipped, err = r.coldStarts(ctx, plan, max(sp.Starts, 1), workers); err != nil {
 		return nil, err
 	}
 	for range max(sp.Kills, 1) {
@@ -168,59 +228,112 @@ func (r *Runner) startup(ctx context.Context, plan Plan) (*StartResult, error) {
 	return res, nil
 }
 
-// earlyStarts times plan.Start.EarlyStarts cold starts of its pool, for Run
-// to call first, before any load; nil without any.
-func (r *Runner) earlyStarts(ctx context.Context, plan Plan) ([]StartRun, error) {
+// earlyStarts times plan.Start.EarlyStarts cold starts of its pool, and
+// bare's with plan.Start.Bare, for Run to call first, before any load;
+// nothing without any.
+func (r *Runner) earlyStarts(ctx context.Context, plan Plan) (pool, bare []StartRun, err error) {
 	sp := plan.Start
 	if sp == nil || sp.EarlyStarts < 1 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	workers, err := sp.Config.Workers(plan.CPUs)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	r.logf(">> cold starts first in the run, the box just booted: %d workers, %d cold starts", workers, sp.EarlyStarts)
 	if err := r.apply(ctx, sp.Config, workers); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return r.coldStarts(ctx, sp.EarlyStarts, workers)
+	pool, bare, _, err = r.coldStarts(ctx, plan, sp.EarlyStarts, workers)
+	return pool, bare, err
 }
 
-// coldStarts times n cold starts of the pool of workers applied.
-func (r *Runner) coldStarts(ctx context.Context, n, workers int) ([]StartRun, error) {
-	unit := config.WorkerUnit(1)
-	var runs []StartRun
-	for range n {
-		out, err := r.Box.Exec(ctx, time.Minute, "bash", "-c", coldStartScript)
-		if err != nil {
-			return nil, fmt.Errorf("cold start: %w", err)
+// coldStarts times n cold starts of the pool of workers applied, each
+// followed, with plan.Start.Bare, by one of bare net/http in units derived
+// from the worker's (startBareUnit), installed for these starts only;
+// skipped says why there are none of bare's when the plan has no bare
+// anchor.
+func (r *Runner) coldStarts(ctx context.Context, plan Plan, n, workers int) (pool, bare []StartRun, skipped string, err error) {
+	withBare := false
+	if plan.Start.Bare {
+		var a *Anchor
+		if a, skipped = bareAnchor(plan); skipped != "" {
+			r.logf("   bare net/http in the worker's unit: skipped: %s", skipped)
+		} else {
+			if a.prepare != nil {
+				if err := a.prepare(ctx, r.Box); err != nil {
+					return nil, nil, "", fmt.Errorf("cold start of bare: %w", err)
+				}
+			}
+			stop, err := r.startBareUnit(ctx, a.Argv[0], plan.CPUs)
+			if err != nil {
+				return nil, nil, "", fmt.Errorf("cold start of bare: %w", err)
+			}
+			defer stop()
+			withBare = true
 		}
-		f := resultFields(out)
-		if len(f) != 3 || f[0] != "200" {
-			return nil, fmt.Errorf("%w: cold start: GET / gave %q", ErrNoResponses, out)
-		}
-		t0, err1 := strconv.ParseInt(f[1], 10, 64)
-		t1, err2 := strconv.ParseInt(f[2], 10, 64)
-		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("cold start: unexpected output %q", out)
-		}
-		if err := r.Box.WaitReady(ctx, workers, defaultReadyTimeout); err != nil {
-			return nil, fmt.Errorf("cold start: %w", err)
-		}
-		lines, err := r.journalSince(ctx, unit, t0)
-		if err != nil {
-			return nil, err
-		}
-		starting, err1 := lineAfter(lines, "Starting "+unit, t0)
-		ready, err2 := lineAfter(lines, "Started "+unit, t0)
-		if err := errors.Join(err1, err2); err != nil {
-			return nil, fmt.Errorf("cold start: %w", err)
-		}
-		run := StartRun{FirstOK: time.Duration(t1 - t0), Starting: time.Duration(starting - t0), Ready: time.Duration(ready - t0)}
-		runs = append(runs, run)
-		r.logf("   cold start: first 200 after %v (worker 1 starting at %v, READY=1 at %v)", Millis(run.FirstOK), Millis(run.Starting), Millis(run.Ready))
 	}
-	return runs, nil
+	for range n {
+		run, err := r.coldStart(ctx, poolStarter, workers)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		pool = append(pool, run)
+		if withBare {
+			if run, err = r.coldStart(ctx, bareStarter, 0); err != nil {
+				return nil, nil, "", err
+			}
+			bare = append(bare, run)
+		}
+	}
+	return pool, bare, skipped, nil
+}
+
+// coldStart times one start of s; the pool's waits until its workers are
+// all ready, so that the next start begins from a settled box.
+func (r *Runner) coldStart(ctx context.Context, s starter, workers int) (StartRun, error) {
+	out, err := r.Box.Exec(ctx, time.Minute, "bash", "-c", s.script)
+	if err != nil {
+		return StartRun{}, fmt.Errorf("%s: %w", s.name, err)
+	}
+	f := resultFields(out)
+	if len(f) != 3 || f[0] != "200" {
+		return StartRun{}, fmt.Errorf("%w: %s: GET / gave %q", ErrNoResponses, s.name, out)
+	}
+	t0, err1 := strconv.ParseInt(f[1], 10, 64)
+	t1, err2 := strconv.ParseInt(f[2], 10, 64)
+	if err1 != nil || err2 != nil {
+		return StartRun{}, fmt.Errorf("%s: unexpected output %q", s.name, out)
+	}
+	if s.ready {
+		if err := r.Box.WaitReady(ctx, workers, defaultReadyTimeout); err != nil {
+			return StartRun{}, fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+	lines, err := r.journalSince(ctx, s.unit, t0)
+	if err != nil {
+		return StartRun{}, err
+	}
+	run := StartRun{FirstOK: time.Duration(t1 - t0)}
+	starting, err := lineAfter(lines, "Starting "+s.unit, t0)
+	if err != nil && !s.ready {
+		starting, err = lineAfter(lines, "Started "+s.unit, t0)
+	}
+	if err != nil {
+		return StartRun{}, fmt.Errorf("%s: %w", s.name, err)
+	}
+	run.Starting = time.Duration(starting - t0)
+	if !s.ready {
+		r.logf("   %s: first 200 after %v (starting at %v)", s.name, Millis(run.FirstOK), Millis(run.Starting))
+		return run, nil
+	}
+	ready, err := lineAfter(lines, "Started "+s.unit, t0)
+	if err != nil {
+		return StartRun{}, fmt.Errorf("%s: %w", s.name, err)
+	}
+	run.Ready = time.Duration(ready - t0)
+	r.logf("   %s: first 200 after %v (worker 1 starting at %v, READY=1 at %v)", s.name, Millis(run.FirstOK), Millis(run.Starting), Millis(run.Ready))
+	return run, nil
 }
 
 // resultFields returns the fields after "result" on a script's last
@@ -299,10 +412,13 @@ func WriteStart(w io.Writer, res *Results) {
 	s := res.Start
 	if len(s.EarlyStarts) > 0 {
 		p.printf("Cold starts first in the run, in the box just booted, before any load (as at a machine's boot; not judged):\n\n")
-		writeColdStarts(p, s.EarlyStarts)
+		writeColdStarts(p, s.EarlyStarts, s.EarlyBareStarts)
 		p.printf("Cold starts last in the run, after the load (issue 12's target judges these):\n\n")
 	}
-	writeColdStarts(p, s.Starts)
+	writeColdStarts(p, s.Starts, s.BareStarts)
+	if s.BareSkipped != "" {
+		p.printf("Bare net/http in the worker's unit: skipped: %s.\n\n", s.BareSkipped)
+	}
 	p.printf("| kill -9 of worker 1 | exit to READY=1 |\n|---|---|\n")
 	var kills []float64
 	for i, k := range s.Kills {
@@ -312,13 +428,40 @@ func WriteStart(w io.Writer, res *Results) {
 	p.printf("| median | **%s** |\n", Millis(time.Duration(median(kills))))
 }
 
-// writeColdStarts is a table of cold starts and their medians.
-func writeColdStarts(p *printer, runs []StartRun) {
-	p.printf("| cold start | first 200 | worker 1 \"Starting\" | worker 1 READY=1 |\n|---|---|---|---|\n")
-	var first, starting, ready []float64
-	for i, run := range runs {
-		p.printf("| %d | %s | %s | %s |\n", i+1, Millis(run.FirstOK), Millis(run.Starting), Millis(run.Ready))
-		first, starting, ready = append(first, float64(run.FirstOK)), append(starting, float64(run.Starting)), append(ready, float64(run.Ready))
+// writeColdStarts is a table of cold starts and their medians; with bare
+// (bare[i] started just after runs[i]), bare's beside them, and the median
+// of the pairs' differences.
+func writeColdStarts(p *printer, runs, bare []StartRun) {
+	if len(bare) != len(runs) {
+		bare = nil // a page of older results, or a run cut short
 	}
-	p.printf("| median | **%s** | %s | %s |\n\n", Millis(time.Duration(median(first))), Millis(time.Duration(median(starting))), Millis(time.Duration(median(ready))))
+	head, rule := `| cold start | first 200 | worker 1 "Starting" | worker 1 READY=1 |`, "|---|---|---|---|"
+	if bare != nil {
+		head, rule = head+` bare net/http in the worker's unit, next: first 200 | its "Starting" or "Started" |`, rule+"---|---|"
+	}
+	p.printf("%s\n%s\n", head, rule)
+	var first, starting, ready, bareFirst, bareStarting, diff []float64
+	for i, run := range runs {
+		p.printf("| %d | %s | %s | %s |", i+1, Millis(run.FirstOK), Millis(run.Starting), Millis(run.Ready))
+		first, starting, ready = append(first, float64(run.FirstOK)), append(starting, float64(run.Starting)), append(ready, float64(run.Ready))
+		if bare != nil {
+			b := bare[i]
+			p.printf(" %s | %s |", Millis(b.FirstOK), Millis(b.Starting))
+			bareFirst, bareStarting = append(bareFirst, float64(b.FirstOK)), append(bareStarting, float64(b.Starting))
+			diff = append(diff, float64(run.FirstOK-b.FirstOK))
+		}
+		p.printf("\n")
+	}
+	p.printf("| median | **%s** | %s | %s |", Millis(time.Duration(median(first))), Millis(time.Duration(median(starting))), Millis(time.Duration(median(ready))))
+	if bare == nil {
+		p.printf("\n\n")
+		return
+	}
+	p.printf(" %s | %s |\n\n", Millis(time.Duration(median(bareFirst))), Millis(time.Duration(median(bareStarting))))
+	d := time.Duration(median(diff))
+	sign := "+"
+	if d < 0 {
+		sign, d = "-", -d
+	}
+	p.printf("The pool's first 200 less bare's started next, median of the %d pairs: %s%s.\n\n", len(diff), sign, Millis(d))
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ func TestStartupTimesColdStartsAndKills(t *testing.T) {
 	unit := config.WorkerUnit(1)
 	var killed []string
 	box := fakeStartBox(t0,
-		func() string {
+		func(string) string {
 			return fmt.Sprintf("Warning: Stopping %s, but it can still be activated by:\nresult 200 %d %d\n", unit, t0, t0+180e6)
 		},
 		func(unit string) { killed = append(killed, unit) },
@@ -57,7 +58,7 @@ func TestRunTimesEarlyColdStartsFirst(t *testing.T) {
 	var steps []string
 	firstOK := []int{90, 95, 130, 140, 150}
 	box := fakeStartBox(t0,
-		func() string {
+		func(string) string {
 			ms := firstOK[len(steps)%len(firstOK)]
 			steps = append(steps, "start")
 			return fmt.Sprintf("result 200 %d %d\n", t0, t0+int64(ms)*1e6)
@@ -88,6 +89,91 @@ func TestRunTimesEarlyColdStartsFirst(t *testing.T) {
 	}
 }
 
+// With Bare, each cold start of the pool, early and last, is followed by one
+// of bare net/http in units derived from the worker's, installed first, by
+// the same script on bare's socket; the page gives bare's beside the
+// pool's with the median of the pairs' differences, and the target's row
+// names bare's median. Without a bare anchor the page says why, and the
+// pool is timed as before.
+func TestStartupTimesBareAfterEachColdStart(t *testing.T) {
+	const t0 = int64(1796190705_000000000)
+	unit := config.WorkerUnit(1)
+	pool, bare := []int{100, 110, 120, 130}, []int{60, 70, 90, 80}
+	lines := []journalLine{
+		// Type=simple: active once forked, so systemd says "Started" only.
+		{30, "Started " + BareUnit + " - bare net/http under the worker unit's hardening (benchmark)."},
+		{40, "Starting " + unit + " - clusterapp worker 1..."},
+		{85, "Started " + unit + " - clusterapp worker 1."},
+		{300, unit + ": Main process exited, code=killed, status=9/KILL"},
+		{400, "Started " + unit + " - clusterapp worker 1."},
+	}
+	var steps []string
+	var pools, bares int
+	box := fakeBareStartBox(t0,
+		func(script string) string {
+			ms := 0
+			switch {
+			case strings.Contains(script, "/dev/tcp/127.0.0.1/"+strconv.Itoa(bareUnitPort)) && strings.Contains(script, "systemctl start "+BareSocketUnit+"\n"):
+				steps, ms = append(steps, "bare"), bare[bares%len(bare)]
+				bares++
+			case strings.Contains(script, "/dev/tcp/127.0.0.1/8080") && strings.Contains(script, "systemctl start "+config.SocketUnit+" "+config.MetricsSocketUnit+"\n"):
+				steps, ms = append(steps, "pool"), pool[pools%len(pool)]
+				pools++
+			default:
+				t.Errorf("a cold start script that starts neither the pool nor bare:\n%s", script)
+			}
+			return fmt.Sprintf("result 200 %d %d\n", t0, t0+int64(ms)*1e6)
+		},
+		func(string) { steps = append(steps, "kill") },
+		func() { steps = append(steps, "install") },
+		lines...)
+	anchors := DefaultAnchors(t.TempDir(), 2, func(string) (string, error) { return "", nil })
+	anchors[0].Skip, anchors[0].prepare = "", nil // a fake repository has no bin/clusterapp-bare
+	plan := Plan{CPUs: 2, Anchors: &AnchorPlan{Anchors: anchors},
+		Start: &StartPlan{Config: DefaultConfigurations(2)[1], Starts: 3, EarlyStarts: 1, Bare: true, Kills: 1, KillAfter: time.Millisecond, ReadAfter: time.Millisecond}}
+	all, err := (&Runner{Box: box}).Run(context.Background(), plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := all.Start
+	if got := strings.Join(steps, " "); got != "install pool bare install pool bare pool bare pool bare kill" {
+		t.Fatalf("steps %q, want bare's units installed, then the pool and bare in turn, early and last, then the kill", got)
+	}
+	wantBare := StartRun{FirstOK: 90 * time.Millisecond, Starting: 30 * time.Millisecond}
+	if len(res.BareStarts) != 3 || res.BareStarts[1] != wantBare || res.BareSkipped != "" || len(res.EarlyBareStarts) != 1 || res.EarlyBareStarts[0].FirstOK != 60*time.Millisecond {
+		t.Fatalf("bare's starts %+v, early %+v (skipped %q), want 3, the second %+v, and one of 60 ms early", res.BareStarts, res.EarlyBareStarts, res.BareSkipped, wantBare)
+	}
+	var page bytes.Buffer
+	WriteStart(&page, &Results{Start: res})
+	containsAll(t, "the start tables", page.String(),
+		`| 1 | 100 ms | 40.0 ms | 85.0 ms | 60.0 ms | 30.0 ms |`,
+		`| 2 | 120 ms | 40.0 ms | 85.0 ms | 90.0 ms | 30.0 ms |`,
+		`| median | **120 ms** | 40.0 ms | 85.0 ms | 80.0 ms | 30.0 ms |`,
+		"median of the 3 pairs: +40.0 ms")
+	var row string
+	for _, tg := range Targets(&Results{Start: res}) {
+		if strings.HasPrefix(tg.Goal, "cold start") {
+			row = tg.Measured
+		}
+	}
+	if !strings.Contains(row, "120 ms") || !strings.Contains(row, "bare net/http in the worker's unit, started in turn: 80.0 ms") {
+		t.Errorf("the target's row reads %q, want the pool's 120 ms and bare's 80.0 ms", row)
+	}
+
+	// No bare anchor: the pool alone, and the page says why.
+	steps, pools = nil, 1
+	plan.Anchors = nil
+	if res, err = (&Runner{Box: box}).startup(context.Background(), plan); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(steps, " "); got != "pool pool pool kill" || len(res.BareStarts) != 0 {
+		t.Fatalf("steps %q, bare %+v: want the pool's 3 starts and the kill only", got, res.BareStarts)
+	}
+	page.Reset()
+	WriteStart(&page, &Results{Start: res})
+	containsAll(t, "the start table", page.String(), "Bare net/http in the worker's unit: skipped: the plan has no bare net/http anchor.", "| median | **120 ms** | 40.0 ms | 85.0 ms |\n")
+}
+
 // lineAfter finds the first line with the text at or after the moment, and
 // says which line is missing.
 func TestLineAfter(t *testing.T) {
@@ -109,12 +195,20 @@ type journalLine struct {
 // fakeStartBox answers the start step's commands: coldStart gives the cold
 // start script's output, kill is told of each killed unit (the kill script
 // answers t0), and journalctl gives lines, stamped as short-unix does.
-func fakeStartBox(t0 int64, coldStart func() string, kill func(unit string), lines ...journalLine) *sandbox.Driver {
-	return &sandbox.Driver{Name: "t", Command: func(ctx context.Context, args ...string) ([]byte, error) {
+func fakeStartBox(t0 int64, coldStart func(script string) string, kill func(unit string), lines ...journalLine) *sandbox.Driver {
+	return fakeBareStartBox(t0, coldStart, kill, func() {}, lines...)
+}
+
+// fakeBareStartBox is fakeStartBox that is also told when bare's service
+// unit is installed; its tree is this repository's (BareUnits reads it).
+func fakeBareStartBox(t0 int64, coldStart func(script string) string, kill func(unit string), install func(), lines ...journalLine) *sandbox.Driver {
+	return &sandbox.Driver{Name: "t", Src: "../../..", Command: func(ctx context.Context, args ...string) ([]byte, error) {
 		cmd := strings.Join(args, " ")
 		switch {
-		case strings.Contains(cmd, "bash -c") && strings.Contains(cmd, "/dev/tcp/127.0.0.1/8080") && strings.Contains(cmd, "$EPOCHREALTIME"):
-			return []byte(coldStart()), nil
+		case strings.Contains(cmd, "bash -c") && strings.Contains(cmd, "/dev/tcp/") && strings.Contains(cmd, "$EPOCHREALTIME"):
+			return []byte(coldStart(cmd)), nil
+		case strings.HasPrefix(cmd, "cp t ") && strings.HasSuffix(cmd, " "+bareUnitDir+"/"+BareUnit):
+			install()
 		case strings.Contains(cmd, "kill -9"):
 			kill(args[len(args)-1])
 			return []byte(fmt.Sprintf("result %d\n", t0)), nil
