@@ -7,6 +7,9 @@
 //	clusterapp-hello [serve] [--instance N]   run one worker (the unit's ExecStart=)
 //	clusterapp-hello exited --instance N      count how worker N ended (ExecStopPost=)
 //
+// That command line is package command's, the one the shipped
+// clusterapp-worker has too.
+//
 // Its routes: GET /hello?name=X answers {"greeting":"hello, X","worker":"N"}
 // (name defaults to "world"); GET /work?ms=N sleeps N milliseconds (0 to
 // 10000) under CLUSTERAPP_REQUEST_TIMEOUT's deadline, answering 503 when the
@@ -19,18 +22,15 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strconv"
 	"time"
 	"unicode/utf8"
 
-	"github.com/clusterapp/clusterapp/service/config"
 	"github.com/clusterapp/clusterapp/service/worker"
+	"github.com/clusterapp/clusterapp/service/worker/command"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=...".
@@ -39,84 +39,16 @@ var version = "dev"
 // name is the program's name in messages and the worker's logs.
 const name = "clusterapp-hello"
 
-// Exit statuses, so the units and scripts can tell failures apart.
-const (
-	exitFailure = 1
-	exitUsage   = 2
-	// exitConfig is EX_CONFIG from sysexits.h: the configuration is invalid
-	// and restarting will not help until it is fixed.
-	exitConfig = 78
-)
-
 // Bounds of the routes' parameters.
 const (
 	maxNameRunes = 64
 	maxWorkMs    = 10_000
 )
 
-// usageError is a bad command line.
-type usageError struct{ msg string }
-
-func (e usageError) Error() string { return e.msg }
-
+// main runs the worker's command line (package command) over the routes.
 func main() {
-	os.Exit(exitCode(run(context.Background(), os.Args[1:], os.Stderr), os.Stderr))
-}
-
-// exitCode reports err on one line of stderr (unless the worker already
-// logged it) and maps it to the exit status.
-func exitCode(err error, stderr io.Writer) int {
-	var ce *worker.ConfigError
-	var ue usageError
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "%s: %v\nRun '%s -h' for usage.\n", name, err, name)
-		return exitUsage
-	case errors.As(err, &ce):
-		if !ce.Logged {
-			fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		}
-		return exitConfig
-	}
-	fmt.Fprintf(stderr, "%s: %v\n", name, err)
-	return exitFailure
-}
-
-// run parses the command line and runs the command it names: serve (the
-// default) or exited.
-func run(ctx context.Context, args []string, stderr io.Writer) error {
-	command := "serve"
-	if len(args) > 0 && (args[0] == "serve" || args[0] == "exited") {
-		command, args = args[0], args[1:]
-	}
-	fs := flag.NewFlagSet(name+" "+command, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: %s [serve] [--instance N]   run one worker\n       %s exited --instance N      count how worker N ended (ExecStopPost=)\n", name, name)
-		fs.PrintDefaults()
-	}
-	instance := fs.String("instance", "", "the worker's `name` (the unit's %i): X-Worker, logs, metrics; 1 to 1024 shares the pool's tables (default pid-N)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err.Error()}
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("unexpected argument %q: settings are CLUSTERAPP_* environment variables", fs.Arg(0))}
-	}
-	if *instance != "" && !config.ValidInstance(*instance) {
-		return usageError{fmt.Sprintf("--instance %q: expected letters, digits, '.', '_', '-' or '@', at most 64 of them", *instance)}
-	}
-	if command == "exited" {
-		if *instance == "" {
-			return usageError{"exited: --instance is required (the worker unit's ExecStopPost= passes %i)"}
-		}
-		return worker.RecordExit(ctx, *instance, routes, stderr)
-	}
-	return worker.Run(ctx, worker.Options{Name: *instance, Version: version, Routes: routes, Stderr: stderr})
+	p := command.Program{Name: name, Version: version, Routes: routes}
+	os.Exit(command.Main(context.Background(), p, os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // routes are the service's routes (worker.Routes): the same paths in the

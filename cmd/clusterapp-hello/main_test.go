@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/clusterapp/clusterapp/service/worker/command"
 )
 
 var binary string
@@ -233,12 +235,12 @@ func TestExitStatuses(t *testing.T) {
 		line string
 	}{
 		{"invalid CLUSTERAPP_REQUEST_TIMEOUT", nil, []string{"CLUSTERAPP_LISTEN=" + freeAddr(t), "CLUSTERAPP_METRICS_LISTEN=" + freeAddr(t), "CLUSTERAPP_REQUEST_TIMEOUT=soon"},
-			exitConfig, `CLUSTERAPP_REQUEST_TIMEOUT="soon" is invalid`},
-		{"unknown flag", []string{"--workers", "2"}, nil, exitUsage, "flag provided but not defined: -workers"},
-		{"argument", []string{"serve", "extra"}, nil, exitUsage, `unexpected argument "extra"`},
-		{"bad instance", []string{"--instance", "a b"}, nil, exitUsage, `--instance "a b"`},
-		{"exited without --instance", []string{"exited"}, nil, exitUsage, "--instance is required"},
-		{"exited outside the unit", []string{"exited", "--instance", "1"}, nil, exitFailure, "expected both, as systemd sets them for ExecStopPost="},
+			command.ExitConfig, `CLUSTERAPP_REQUEST_TIMEOUT="soon" is invalid`},
+		{"unknown flag", []string{"--workers", "2"}, nil, command.ExitUsage, "flag provided but not defined: -workers"},
+		{"argument", []string{"serve", "extra"}, nil, command.ExitUsage, `unexpected argument "extra"`},
+		{"bad instance", []string{"--instance", "a b"}, nil, command.ExitUsage, `--instance "a b"`},
+		{"exited without --instance", []string{"exited"}, nil, command.ExitUsage, "--instance is required"},
+		{"exited outside the unit", []string{"exited", "--instance", "1"}, nil, command.ExitFailure, "expected both, as systemd sets them for ExecStopPost="},
 		{"help", []string{"-h"}, nil, 0, "usage: " + name},
 	} {
 		p := start(t, c.args, c.env...)
