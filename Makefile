@@ -23,9 +23,10 @@ help: ## list the targets
 
 # bin/clusterapp-docs is bin/clusterapp with the man page generator (`-tags mandocs`), which
 # packaging/build runs: its renderer's initialisers cost every start of the shipped binary ~2 ms.
-build: ## build bin/clusterapp, clusterapp-docs, clusterapp-load, clusterapp-bare and clusterapp-hello (docs/own-handler.md)
+build: ## build bin/clusterapp, clusterapp-worker, clusterapp-docs, clusterapp-load, clusterapp-bare and clusterapp-hello (docs/own-handler.md)
 	@echo ">> building $(PKG_VERSION)"
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/clusterapp ./cmd/clusterapp
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/clusterapp-worker ./cmd/clusterapp-worker
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -tags mandocs -o $(BIN)/clusterapp-docs ./cmd/clusterapp
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/clusterapp-load ./cmd/clusterapp-load
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/clusterapp-bare ./cmd/clusterapp-bare
@@ -78,8 +79,9 @@ units: build
 	@echo ">> systemd-analyze verify and security"
 	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
 	  install -D -m755 $(BIN)/clusterapp $$tmp/usr/bin/clusterapp && \
+	  install -D -m755 $(BIN)/clusterapp-worker $$tmp/usr/libexec/clusterapp-worker && \
 	  cp systemd/*.socket systemd/*.service systemd/*.target $$tmp/ && \
-	  sed -i "s#/usr/bin/clusterapp#$$tmp/usr/bin/clusterapp#" $$tmp/*.service && \
+	  sed -i "s#/usr/bin/clusterapp#$$tmp/usr/bin/clusterapp#; s#/usr/libexec/clusterapp-worker#$$tmp/usr/libexec/clusterapp-worker#" $$tmp/*.service && \
 	  SYSTEMD_LOG_LEVEL=warning systemd-analyze verify $$tmp/clusterapp.socket $$tmp/clusterapp-metrics.socket $$tmp/clusterapp.target $$tmp/clusterapp-first.target $$tmp/clusterapp.service $$tmp/clusterapp-worker@.service && \
 	  systemd-analyze security --offline=true --threshold=20 $$tmp/clusterapp-worker@.service | tail -1
 

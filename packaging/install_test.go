@@ -64,6 +64,10 @@ func testDebLifecycle(t *testing.T, pk builds) {
 	}
 	workers := b.WorkerUnits(runtime.NumCPU())
 	b.Eventually(10*time.Second, "every worker active", func() bool { return b.AllActive(workers...) })
+	// The package's worker binary is what the units run (and what dpkg -r must stop below).
+	if ps := b.Must("ps", "-eo", "pid,args"); strings.Count(ps, config.WorkerBinary+" --instance") != len(workers) {
+		t.Errorf("want %d processes of %s after install:\n%s", len(workers), config.WorkerBinary, ps)
+	}
 	// Workers 2..N start after the first-up target; without the file systemd ignores their
 	// Wants= and After= on it, and worker 1 would share the CPUs on every cold start.
 	// /lib is /usr/lib on a merged-/usr system, and systemd names either.
@@ -192,7 +196,7 @@ func testDebLifecycle(t *testing.T, pk builds) {
 	if ss := b.Must("ss", "-Hltn", "sport = :8080"); ss != "" {
 		t.Errorf("still listening after dpkg -r:\n%s", ss)
 	}
-	if ps := b.Must("ps", "-eo", "pid,args"); strings.Contains(ps, "clusterapp serve") {
+	if ps := b.Must("ps", "-eo", "pid,args"); strings.Contains(ps, config.WorkerBinary) {
 		t.Errorf("worker processes left after dpkg -r:\n%s", ps)
 	}
 	if got, _ := b.Run("systemctl", "is-enabled", config.SocketUnit); strings.TrimSpace(got) == "enabled" {

@@ -139,6 +139,7 @@ func testRPMContents(t *testing.T, rpm string) {
 	list := run(t, "rpm", "-qp", "--list", rpm)
 	for _, f := range []string{
 		"/usr/bin/clusterapp",
+		"/usr/libexec/clusterapp-worker",
 		"/usr/lib/systemd/system-generators/clusterapp-generator",
 		"/usr/lib/systemd/system/" + config.SocketUnit,
 		"/usr/lib/systemd/system/" + config.MetricsSocketUnit,
@@ -174,8 +175,10 @@ func testRPMContents(t *testing.T, rpm string) {
 			t.Errorf("rpm scriptlets run %q:\n%s", never, scripts)
 		}
 	}
-	if file := run(t, "sh", "-c", "rpm2cpio "+rpm+" | cpio -i --quiet --to-stdout /usr/bin/clusterapp | head -c 4 | od -An -c"); !strings.Contains(file, "E   L   F") {
-		t.Errorf("/usr/bin/clusterapp in the rpm is not an ELF binary: %s", file)
+	for _, bin := range []string{"/usr/bin/clusterapp", "/usr/libexec/clusterapp-worker"} {
+		if file := run(t, "sh", "-c", "rpm2cpio "+rpm+" | cpio -i --quiet --to-stdout "+bin+" | head -c 4 | od -An -c"); !strings.Contains(file, "E   L   F") {
+			t.Errorf("%s in the rpm is not an ELF binary: %s", bin, file)
+		}
 	}
 }
 

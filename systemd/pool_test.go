@@ -207,9 +207,13 @@ func limit(t *testing.T, limits string, hard bool) int {
 func TestStopLeavesNothing(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{})
 	b.Start(runtime.NumCPU())
+	// The workers are these processes while they run: their absence below means something.
+	if ps := b.Must("ps", "-eo", "pid,args"); strings.Count(ps, config.WorkerBinary+" --instance") != runtime.NumCPU() {
+		t.Fatalf("want %d processes of %s while the pool runs:\n%s", runtime.NumCPU(), config.WorkerBinary, ps)
+	}
 	b.Must("systemctl", "stop", config.TargetUnit, config.SocketUnit)
 	b.Eventually(30*time.Second, "no worker active", func() bool { return len(b.ActiveWorkers()) == 0 })
-	if ps := b.Must("ps", "-eo", "pid,args"); strings.Contains(ps, "/usr/bin/clusterapp serve") {
+	if ps := b.Must("ps", "-eo", "pid,args"); strings.Contains(ps, config.WorkerBinary) {
 		t.Fatalf("worker processes left:\n%s", ps)
 	}
 	if ss := b.Must("ss", "-Hltn", "sport = :8080"); ss != "" {

@@ -104,7 +104,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	if err != nil {
 		return fmt.Errorf("repo: %w", err)
 	}
-	for _, bin := range []string{"clusterapp", "clusterapp-load"} {
+	for _, bin := range []string{"clusterapp", "clusterapp-worker", "clusterapp-load"} {
 		if _, err := os.Stat(filepath.Join(repo, "bin", bin)); err != nil {
 			return fmt.Errorf("bin/%s missing (run make build): %w", bin, err)
 		}

@@ -1,7 +1,8 @@
 // Command clusterapp is the clusterapp worker and its operator tools.
 //
-// Every clusterapp-worker@N.service runs `clusterapp serve` on the listening
-// socket systemd passes it (bare `clusterapp` serves too). Other subcommands
+// `clusterapp serve` runs a worker on the listening socket systemd passes it
+// (bare `clusterapp` serves too); the units run the same worker from
+// cmd/clusterapp-worker, which leaves the operator's tools out. Other subcommands
 // inspect the configuration without starting anything; status, reload,
 // scale, logs and doctor operate the pool through systemd (D-Bus, journal).
 //

@@ -31,11 +31,12 @@ func newServeCommand(stderr io.Writer) *cobra.Command {
 		Long: `Run one worker: serve HTTP on the listening sockets systemd passes (LISTEN_FDS),
 or bind CLUSTERAPP_LISTEN itself without systemd. It notifies READY=1 once a health
 probe through the handler stack succeeds, pings the watchdog while probes answer,
-and drains without losing a request on SIGTERM.
+and drains without losing a request on SIGTERM. The units run the same worker as
+/usr/libexec/clusterapp-worker, a binary without the operator's commands.
 
 Settings are CLUSTERAPP_* environment variables, not flags: see 'clusterapp config'.
 An invalid setting the worker applies exits 78 (EX_CONFIG) with one line saying why.`,
-		Example: `  clusterapp serve --instance 1              # as clusterapp-worker@1.service runs it
+		Example: `  clusterapp serve --instance 1              # the worker clusterapp-worker@1.service runs
   CLUSTERAPP_LISTEN=127.0.0.1:9000 clusterapp # standalone, without systemd`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {

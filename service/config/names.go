@@ -25,6 +25,9 @@ const (
 	WorkerTemplate = "clusterapp-worker@.service"
 	// WorkerPattern matches every worker unit (systemctl, journalctl -u).
 	WorkerPattern = "clusterapp-worker@*.service"
+	// WorkerBinary is what the worker units run (ExecStart=, ExecStopPost=):
+	// cmd/clusterapp-worker, the worker without the operator's commands.
+	WorkerBinary = "/usr/libexec/clusterapp-worker"
 
 	// EnvFile is where the operator's settings live: a conffile the package
 	// ships short and never rewrites, so upgrades never stop at a prompt.

@@ -7,7 +7,7 @@ var retired = map[string]string{
 	// EnvironmentFile= wins over the unit's Environment=, so an operator's
 	// file could give every worker one name: one X-Worker for all, and no
 	// balancing (issue 11).
-	Prefix + "_INSTANCE": "a worker's name is its unit instance (%i), passed by systemd as `clusterapp serve --instance %i`; an environment file cannot set it",
+	Prefix + "_INSTANCE": "a worker's name is its unit instance (%i), passed by systemd as `clusterapp-worker --instance %i`; an environment file cannot set it",
 }
 
 // Unknown returns the CLUSTERAPP_* names in keys that are not part of the

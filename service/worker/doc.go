@@ -46,7 +46,8 @@
 // the process: Run returns, and the program maps the error to its exit
 // status (ConfigError to 78, EX_CONFIG).
 //
-// cmd/clusterapp serve runs the seed service (package app) on it;
+// cmd/clusterapp-worker (what the units run, package command's command
+// line) and `clusterapp serve` run the seed service (package app) on it;
 // docs/own-handler.md says how to run another program on the shipped units,
 // and cmd/clusterapp-hello is one.
 package worker

@@ -19,7 +19,7 @@ import (
 // RecordExit counts how worker name's process ended in the pool's metrics
 // table (clusterapp_worker_exits_total), and paces a loop of starts whose
 // process never reached the worker. The worker unit runs it as
-// ExecStopPost= (`clusterapp exited --instance %i`), where systemd sets
+// ExecStopPost= (`clusterapp-worker exited --instance %i`), where systemd sets
 // $SERVICE_RESULT (systemd.exec(5)): "watchdog" when the watchdog killed
 // the worker, which the worker itself cannot record. routes are the
 // service's, as the worker ran them: they place the table. The unit runs it

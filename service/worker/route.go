@@ -43,7 +43,7 @@ type Tools struct {
 // Routes builds a service's routes on the worker's tools. It must return
 // the same paths, in the same order, whatever the tools: the paths lay out
 // the pool's shared metrics table, which every process of the pool (and
-// `clusterapp exited`, run after a worker's process ends) must place alike.
+// `clusterapp-worker exited`, run after a worker's process ends) must place alike.
 type Routes func(Tools) []Route
 
 // The worker's own routes, served before a service's: liveness (the

@@ -406,6 +406,7 @@ func verify(t *testing.T, files map[string]string, listenRefused bool) {
 		}
 		// verify checks that ExecStart= exists and is executable.
 		b = bytes.ReplaceAll(b, []byte("/usr/bin/clusterapp"), []byte("/bin/true"))
+		b = bytes.ReplaceAll(b, []byte(config.WorkerBinary), []byte("/bin/true"))
 		if err := os.WriteFile(filepath.Join(dir, unit), b, 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -47,7 +47,7 @@ func run(m M, repo string) int {
 	}
 	defer os.RemoveAll(dir)
 	srcRoot = dir
-	for _, b := range []string{"clusterapp", "clusterapp-load", "clusterapp-hello"} {
+	for _, b := range []string{"clusterapp", "clusterapp-worker", "clusterapp-load", "clusterapp-hello"} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "bin", b), "./cmd/"+b)
 		cmd.Dir = repoRoot
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -72,6 +72,6 @@ func short() bool {
 
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 
-// Bin returns the path of a freshly built binary (clusterapp, clusterapp-load,
-// clusterapp-hello).
+// Bin returns the path of a freshly built binary (clusterapp,
+// clusterapp-worker, clusterapp-load, clusterapp-hello).
 func Bin(name string) string { return filepath.Join(srcRoot, "bin", name) }

@@ -24,7 +24,7 @@ import (
 // restarts the unit at once (RestartSec=0), forever (StartLimitIntervalSec=0):
 // measured, 117 restarts and 14,000 journal lines in 10 s for one worker.
 //
-// The unit's ExecStopPost= (`clusterapp exited`, with '+': outside the
+// The unit's ExecStopPost= (`clusterapp-worker exited`, with '+': outside the
 // sandbox, so it runs when the sandbox is what fails) paces those. It keeps
 // a mark, a file in the RuntimeDirectory, between a process's end and the
 // next process's main, which removes it (Arrived). Finding the mark still

@@ -49,7 +49,7 @@ const (
 	MsgRestartBackOff = "c8212ad5a4664e52a5887156001236f9"
 	// MsgUnreachedBackOff: a worker unit's process keeps ending before the
 	// worker runs (systemd cannot set up its sandbox, the Go runtime cannot
-	// start), so `clusterapp exited` waits before systemd restarts it
+	// start), so `clusterapp-worker exited` waits before systemd restarts it
 	// (package crashloop).
 	MsgUnreachedBackOff = "e4e21cd3f77a4e188329c1d4543d8f35"
 )

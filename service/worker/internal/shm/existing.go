@@ -11,7 +11,7 @@ import (
 
 // OpenExisting maps the table file for l in dir read-write, for a process
 // that must add to a table without ever creating, replacing or removing one:
-// `clusterapp exited`, which the worker unit runs after the worker's process
+// `clusterapp-worker exited`, which the worker unit runs after the worker's process
 // ends with full privileges (ExecStopPost=+), so that its exec skips the
 // unit's namespace set-up. A file it built would be root's and unusable by
 // the workers; so it takes the file as it finds it, and only a regular file
