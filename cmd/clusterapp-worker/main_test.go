@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os/exec"
@@ -35,23 +36,52 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// exitStatus waits at most within for cmd and returns its exit status.
-func exitStatus(t *testing.T, cmd *exec.Cmd, done <-chan error, within time.Duration) int {
+// proc is one run of the binary as worker 7, in a clean environment (no
+// inherited CLUSTERAPP_*, LISTEN_FDS or NOTIFY_SOCKET) plus env.
+type proc struct {
+	cmd    *exec.Cmd
+	stderr bytes.Buffer // read only once the process has ended
+	done   chan error   // cmd.Wait's
+}
+
+func start(t *testing.T, bin string, env ...string) *proc {
 	t.Helper()
-	select {
-	case err := <-done:
-		if ee, ok := errors.AsType[*exec.ExitError](err); ok {
-			return ee.ExitCode()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return 0
-	case <-time.After(within):
-		_ = cmd.Process.Kill() // only the PID this test started
-		t.Fatalf("still running after %v", within)
-		return -1
+	p := &proc{cmd: exec.Command(bin, "--instance", "7"), done: make(chan error, 1)}
+	p.cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, env...)
+	p.cmd.Stderr = &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
+	go func() { p.done <- p.cmd.Wait() }()
+	return p
+}
+
+// kill ends the process (only the PID this test started) and fails the
+// test with why and the process's stderr.
+func (p *proc) kill(t *testing.T, why string) {
+	t.Helper()
+	_ = p.cmd.Process.Kill()
+	<-p.done
+	t.Fatalf("%s; stderr:\n%s", why, p.stderr.String())
+}
+
+// exitStatus waits at most within for the process and returns its exit
+// status.
+func (p *proc) exitStatus(t *testing.T, within time.Duration) int {
+	t.Helper()
+	var err error
+	select {
+	case err = <-p.done:
+	case <-time.After(within):
+		p.kill(t, fmt.Sprintf("still running after %v", within))
+	}
+	if ee, ok := errors.AsType[*exec.ExitError](err); ok {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return 0
 }
 
 // Standalone (no systemd), the binary the units run serves the seed routes
@@ -60,20 +90,7 @@ func exitStatus(t *testing.T, cmd *exec.Cmd, done <-chan error, within time.Dura
 func TestServesTheSeedRoutesAndDrains(t *testing.T) {
 	bin := build(t)
 	addr := freeAddr(t)
-	cmd := exec.Command(bin, "--instance", "7")
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "CLUSTERAPP_LISTEN=" + addr, "CLUSTERAPP_METRICS_LISTEN=" + freeAddr(t)}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	defer func() {
-		if t.Failed() {
-			t.Logf("stderr:\n%s", stderr.String())
-		}
-	}()
+	good := start(t, bin, "CLUSTERAPP_LISTEN="+addr, "CLUSTERAPP_METRICS_LISTEN="+freeAddr(t))
 	c := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	var res *http.Response
 	deadline := time.Now().Add(15 * time.Second)
@@ -84,8 +101,7 @@ func TestServesTheSeedRoutesAndDrains(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			t.Fatalf("no answer within 15s: %v", err)
+			good.kill(t, fmt.Sprintf("no answer within 15s: %v", err))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -93,24 +109,16 @@ func TestServesTheSeedRoutesAndDrains(t *testing.T) {
 	if res.StatusCode != http.StatusOK || res.Header.Get("X-Worker") != "7" {
 		t.Errorf("GET /fib?n=10: %d, X-Worker %q; want 200 from worker 7", res.StatusCode, res.Header.Get("X-Worker"))
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := good.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if code := exitStatus(t, cmd, done, 30*time.Second); code != 0 {
-		t.Errorf("after SIGTERM: exit %d, want 0 (a clean drain)", code)
+	if code := good.exitStatus(t, 30*time.Second); code != 0 {
+		t.Errorf("after SIGTERM: exit %d, want 0 (a clean drain); stderr:\n%s", code, good.stderr.String())
 	}
 
-	bad := exec.Command(bin, "--instance", "7")
-	bad.Env = []string{"PATH=/usr/bin:/bin", "CLUSTERAPP_LISTEN=" + freeAddr(t), "CLUSTERAPP_REQUEST_TIMEOUT=soon"}
-	var badErr bytes.Buffer
-	bad.Stderr = &badErr
-	if err := bad.Start(); err != nil {
-		t.Fatal(err)
-	}
-	badDone := make(chan error, 1)
-	go func() { badDone <- bad.Wait() }()
-	if code := exitStatus(t, bad, badDone, 30*time.Second); code != command.ExitConfig || !strings.Contains(badErr.String(), `CLUSTERAPP_REQUEST_TIMEOUT="soon" is invalid`) {
-		t.Errorf("invalid CLUSTERAPP_REQUEST_TIMEOUT: exit %d, want %d with a line naming it; stderr:\n%s", code, command.ExitConfig, badErr.String())
+	bad := start(t, bin, "CLUSTERAPP_LISTEN="+freeAddr(t), "CLUSTERAPP_REQUEST_TIMEOUT=soon")
+	if code := bad.exitStatus(t, 30*time.Second); code != command.ExitConfig || !strings.Contains(bad.stderr.String(), `CLUSTERAPP_REQUEST_TIMEOUT="soon" is invalid`) {
+		t.Errorf("invalid CLUSTERAPP_REQUEST_TIMEOUT: exit %d, want %d with a line naming it; stderr:\n%s", code, command.ExitConfig, bad.stderr.String())
 	}
 }
 
