@@ -2,6 +2,7 @@ package systemd_test
 
 import (
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -82,6 +83,10 @@ func TestWatchdogRestartsWedgedWorker(t *testing.T) {
 	}
 }
 
+// workerComm is the worker process's name as systemd logs it: the kernel
+// keeps the first 15 bytes of the executable's name (TASK_COMM_LEN).
+var workerComm = func() string { c := filepath.Base(config.WorkerBinary); return c[:min(len(c), 15)] }()
+
 // assertWatchdogKill checks the journal: systemd's watchdog timeout for pid,
 // SIGABRT, and Go's goroutine dump showing where it was stuck.
 func assertWatchdogKill(t *testing.T, b *sandbox.Box, unit string, pid int) {
@@ -89,7 +94,7 @@ func assertWatchdogKill(t *testing.T, b *sandbox.Box, unit string, pid int) {
 	journal := b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-u", unit)
 	for _, want := range []string{
 		"Watchdog timeout",
-		fmt.Sprintf("Killing process %d (clusterapp) with signal SIGABRT", pid),
+		fmt.Sprintf("Killing process %d (%s) with signal SIGABRT", pid, workerComm),
 		"goroutine ",
 		"Failed with result 'watchdog'",
 	} {
