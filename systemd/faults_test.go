@@ -102,6 +102,10 @@ func assertWatchdogKill(t *testing.T, b *sandbox.Box, unit string, pid int) {
 			t.Fatalf("journal lacks %q:\n%s", want, journal)
 		}
 	}
+	// The dump is stderr, tagged as the worker's native lines are (SyslogIdentifier=).
+	if dump := b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-t", "clusterapp", "_SYSTEMD_UNIT="+unit); !strings.Contains(dump, "goroutine ") {
+		t.Fatalf("journalctl -t clusterapp lacks the goroutine dump:\n%s", dump)
+	}
 	if n, _ := strconv.Atoi(b.Show(unit, "NRestarts")); n < 1 {
 		t.Fatalf("NRestarts = %d after a watchdog kill", n)
 	}
