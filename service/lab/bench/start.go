@@ -79,17 +79,22 @@ type StartResult struct {
 
 // StartRun is one cold start, each time from `systemctl start`.
 type StartRun struct {
-	FirstOK  time.Duration // a client already running has the status line of a 200
-	Starting time.Duration // worker 1 is "Starting" (the first connection reached systemd)
-	Ready    time.Duration // worker 1 sent READY=1 ("Started")
+	FirstOK time.Duration // a client already running has the status line of a 200
+	// Listening: `systemctl start` returned, the sockets listen (systemd
+	// binds each IP socket in a process it forks for it). The client
+	// connects next; "Starting" is systemd taking that connection up.
+	Listening time.Duration `json:",omitempty"`
+	Starting  time.Duration // worker 1 is "Starting" (the first connection reached systemd)
+	Ready     time.Duration // worker 1 sent READY=1 ("Started")
 }
 
 // errJournal says the journal lacked a line a timing needs.
 var errJournal = errors.New("bench: the journal lacks the line")
 
 // coldStartScript stops the units in stop, then prints "result <HTTP
-// code> <ns before systemctl start> <ns at the status line>" for a GET of
-// `/` on host:port after `systemctl start` of the units in start (Exec
+// code> <ns before systemctl start> <ns at the status line> <ns when
+// systemctl start returned>" for a GET of `/` on host:port after
+// `systemctl start` of the units in start (Exec
 // returns stderr too, where systemctl warns that a stopped worker can
 // still be activated). It runs in bash, and the client is bash itself: it
 // connects through /dev/tcp, writes the request and reads the status line,
@@ -111,13 +116,14 @@ sleep 1
 export LC_ALL=C
 t0=$EPOCHREALTIME
 systemctl start ` + strings.Join(start, " ") + `
+tl=$EPOCHREALTIME
 exec 3<>/dev/tcp/` + host + `/` + port + ` || exit 1
 printf 'GET / HTTP/1.1\r\nHost: ` + host + `\r\nConnection: close\r\n\r\n' >&3
 IFS= read -r -t 10 status <&3
 t1=$EPOCHREALTIME
 exec 3<&-
 set -- $status
-echo "result ${2:-none} ${t0/./}000 ${t1/./}000"`
+echo "result ${2:-none} ${t0/./}000 ${t1/./}000 ${tl/./}000"`
 }
 
 // starter is what a cold start starts: the pool, or bare in the worker's
@@ -297,12 +303,13 @@ func (r *Runner) coldStart(ctx context.Context, s starter, workers int) (StartRu
 		return StartRun{}, fmt.Errorf("%s: %w", s.name, err)
 	}
 	f := resultFields(out)
-	if len(f) != 3 || f[0] != "200" {
+	if len(f) != 4 || f[0] != "200" {
 		return StartRun{}, fmt.Errorf("%w: %s: GET / gave %q", ErrNoResponses, s.name, out)
 	}
 	t0, err1 := strconv.ParseInt(f[1], 10, 64)
 	t1, err2 := strconv.ParseInt(f[2], 10, 64)
-	if err1 != nil || err2 != nil {
+	tl, err3 := strconv.ParseInt(f[3], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
 		return StartRun{}, fmt.Errorf("%s: unexpected output %q", s.name, out)
 	}
 	if s.ready {
@@ -314,7 +321,7 @@ func (r *Runner) coldStart(ctx context.Context, s starter, workers int) (StartRu
 	if err != nil {
 		return StartRun{}, err
 	}
-	run := StartRun{FirstOK: time.Duration(t1 - t0)}
+	run := StartRun{FirstOK: time.Duration(t1 - t0), Listening: time.Duration(tl - t0)}
 	starting, err := lineAfter(lines, "Starting "+s.unit, t0)
 	if err != nil && !s.ready {
 		starting, err = lineAfter(lines, "Started "+s.unit, t0)
@@ -324,7 +331,7 @@ func (r *Runner) coldStart(ctx context.Context, s starter, workers int) (StartRu
 	}
 	run.Starting = time.Duration(starting - t0)
 	if !s.ready {
-		r.logf("   %s: first 200 after %v (starting at %v)", s.name, Millis(run.FirstOK), Millis(run.Starting))
+		r.logf("   %s: first 200 after %v (listening at %v, starting at %v)", s.name, Millis(run.FirstOK), Millis(run.Listening), Millis(run.Starting))
 		return run, nil
 	}
 	ready, err := lineAfter(lines, "Started "+s.unit, t0)
@@ -332,7 +339,7 @@ func (r *Runner) coldStart(ctx context.Context, s starter, workers int) (StartRu
 		return StartRun{}, fmt.Errorf("%s: %w", s.name, err)
 	}
 	run.Ready = time.Duration(ready - t0)
-	r.logf("   %s: first 200 after %v (worker 1 starting at %v, READY=1 at %v)", s.name, Millis(run.FirstOK), Millis(run.Starting), Millis(run.Ready))
+	r.logf("   %s: first 200 after %v (sockets listening at %v, worker 1 starting at %v, READY=1 at %v)", s.name, Millis(run.FirstOK), Millis(run.Listening), Millis(run.Starting), Millis(run.Ready))
 	return run, nil
 }
 
@@ -435,29 +442,31 @@ func writeColdStarts(p *printer, runs, bare []StartRun) {
 	if len(bare) != len(runs) {
 		bare = nil // a page of older results, or a run cut short
 	}
-	head, rule := `| cold start | first 200 | worker 1 "Starting" | worker 1 READY=1 |`, "|---|---|---|---|"
+	head, rule := `| cold start | first 200 | sockets listening | worker 1 "Starting" | worker 1 READY=1 |`, "|---|---|---|---|---|"
 	if bare != nil {
-		head, rule = head+` bare net/http in the worker's unit, next: first 200 | its "Starting" or "Started" |`, rule+"---|---|"
+		head, rule = head+` bare net/http in the worker's unit, next: first 200 | its socket listening | its "Starting" or "Started" |`, rule+"---|---|---|"
 	}
 	p.printf("%s\n%s\n", head, rule)
-	var first, starting, ready, bareFirst, bareStarting, diff []float64
+	var first, listening, starting, ready, bareFirst, bareListening, bareStarting, diff []float64
 	for i, run := range runs {
-		p.printf("| %d | %s | %s | %s |", i+1, Millis(run.FirstOK), Millis(run.Starting), Millis(run.Ready))
+		p.printf("| %d | %s | %s | %s | %s |", i+1, Millis(run.FirstOK), Millis(run.Listening), Millis(run.Starting), Millis(run.Ready))
 		first, starting, ready = append(first, float64(run.FirstOK)), append(starting, float64(run.Starting)), append(ready, float64(run.Ready))
+		listening = append(listening, float64(run.Listening))
 		if bare != nil {
 			b := bare[i]
-			p.printf(" %s | %s |", Millis(b.FirstOK), Millis(b.Starting))
+			p.printf(" %s | %s | %s |", Millis(b.FirstOK), Millis(b.Listening), Millis(b.Starting))
 			bareFirst, bareStarting = append(bareFirst, float64(b.FirstOK)), append(bareStarting, float64(b.Starting))
+			bareListening = append(bareListening, float64(b.Listening))
 			diff = append(diff, float64(run.FirstOK-b.FirstOK))
 		}
 		p.printf("\n")
 	}
-	p.printf("| median | **%s** | %s | %s |", Millis(time.Duration(median(first))), Millis(time.Duration(median(starting))), Millis(time.Duration(median(ready))))
+	p.printf("| median | **%s** | %s | %s | %s |", Millis(time.Duration(median(first))), Millis(time.Duration(median(listening))), Millis(time.Duration(median(starting))), Millis(time.Duration(median(ready))))
 	if bare == nil {
 		p.printf("\n\n")
 		return
 	}
-	p.printf(" %s | %s |\n\n", Millis(time.Duration(median(bareFirst))), Millis(time.Duration(median(bareStarting))))
+	p.printf(" %s | %s | %s |\n\n", Millis(time.Duration(median(bareFirst))), Millis(time.Duration(median(bareListening))), Millis(time.Duration(median(bareStarting))))
 	d := time.Duration(median(diff))
 	sign := "+"
 	if d < 0 {

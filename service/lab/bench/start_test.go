@@ -5,6 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,7 +30,7 @@ func TestStartupTimesColdStartsAndKills(t *testing.T) {
 	var killed []string
 	box := fakeStartBox(t0,
 		func(string) string {
-			return fmt.Sprintf("Warning: Stopping %s, but it can still be activated by:\nresult 200 %d %d\n", unit, t0, t0+180e6)
+			return fmt.Sprintf("Warning: Stopping %s, but it can still be activated by:\nresult 200 %d %d %d\n", unit, t0, t0+180e6, t0+40e6)
 		},
 		func(unit string) { killed = append(killed, unit) },
 		journalLine{-5, "Stopped " + unit + " - clusterapp worker 1."},
@@ -37,7 +43,7 @@ func TestStartupTimesColdStartsAndKills(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := StartRun{FirstOK: 180 * time.Millisecond, Starting: 65 * time.Millisecond, Ready: 170 * time.Millisecond}
+	want := StartRun{FirstOK: 180 * time.Millisecond, Listening: 40 * time.Millisecond, Starting: 65 * time.Millisecond, Ready: 170 * time.Millisecond}
 	if len(res.Starts) != 2 || res.Starts[1] != want {
 		t.Fatalf("starts %+v, want two of %+v", res.Starts, want)
 	}
@@ -46,7 +52,7 @@ func TestStartupTimesColdStartsAndKills(t *testing.T) {
 	}
 	var page bytes.Buffer
 	WriteStart(&page, &Results{Start: res})
-	containsAll(t, "the start tables", page.String(), "| median | **180 ms** | 65.0 ms | 170 ms |", "| 1 | 120 ms |", "| median | **120 ms** |")
+	containsAll(t, "the start tables", page.String(), "| median | **180 ms** | 40.0 ms | 65.0 ms | 170 ms |", "| 1 | 120 ms |", "| median | **120 ms** |")
 }
 
 // With EarlyStarts, Run times that many cold starts before anything else
@@ -61,7 +67,7 @@ func TestRunTimesEarlyColdStartsFirst(t *testing.T) {
 		func(string) string {
 			ms := firstOK[len(steps)%len(firstOK)]
 			steps = append(steps, "start")
-			return fmt.Sprintf("result 200 %d %d\n", t0, t0+int64(ms)*1e6)
+			return fmt.Sprintf("result 200 %d %d %d\n", t0, t0+int64(ms)*1e6, t0+int64(ms)*1e6/4)
 		},
 		func(string) { steps = append(steps, "kill") },
 		journalLine{40, "Starting " + unit + " - clusterapp worker 1..."},
@@ -122,7 +128,7 @@ func TestStartupTimesBareAfterEachColdStart(t *testing.T) {
 			default:
 				t.Errorf("a cold start script that starts neither the pool nor bare:\n%s", script)
 			}
-			return fmt.Sprintf("result 200 %d %d\n", t0, t0+int64(ms)*1e6)
+			return fmt.Sprintf("result 200 %d %d %d\n", t0, t0+int64(ms)*1e6, t0+int64(ms)*1e6/4)
 		},
 		func(string) { steps = append(steps, "kill") },
 		func() { steps = append(steps, "install") },
@@ -139,16 +145,16 @@ func TestStartupTimesBareAfterEachColdStart(t *testing.T) {
 	if got := strings.Join(steps, " "); got != "install pool bare install pool bare pool bare pool bare kill" {
 		t.Fatalf("steps %q, want bare's units installed, then the pool and bare in turn, early and last, then the kill", got)
 	}
-	wantBare := StartRun{FirstOK: 90 * time.Millisecond, Starting: 30 * time.Millisecond}
+	wantBare := StartRun{FirstOK: 90 * time.Millisecond, Listening: 22500 * time.Microsecond, Starting: 30 * time.Millisecond}
 	if len(res.BareStarts) != 3 || res.BareStarts[1] != wantBare || res.BareSkipped != "" || len(res.EarlyBareStarts) != 1 || res.EarlyBareStarts[0].FirstOK != 60*time.Millisecond {
 		t.Fatalf("bare's starts %+v, early %+v (skipped %q), want 3, the second %+v, and one of 60 ms early", res.BareStarts, res.EarlyBareStarts, res.BareSkipped, wantBare)
 	}
 	var page bytes.Buffer
 	WriteStart(&page, &Results{Start: res})
 	containsAll(t, "the start tables", page.String(),
-		`| 1 | 100 ms | 40.0 ms | 85.0 ms | 60.0 ms | 30.0 ms |`,
-		`| 2 | 120 ms | 40.0 ms | 85.0 ms | 90.0 ms | 30.0 ms |`,
-		`| median | **120 ms** | 40.0 ms | 85.0 ms | 80.0 ms | 30.0 ms |`,
+		`| 1 | 100 ms | 25.0 ms | 40.0 ms | 85.0 ms | 60.0 ms | 15.0 ms | 30.0 ms |`,
+		`| 2 | 120 ms | 30.0 ms | 40.0 ms | 85.0 ms | 90.0 ms | 22.5 ms | 30.0 ms |`,
+		`| median | **120 ms** | 30.0 ms | 40.0 ms | 85.0 ms | 80.0 ms | 20.0 ms | 30.0 ms |`,
 		"median of the 3 pairs: +40.0 ms")
 	var row string
 	for _, tg := range Targets(&Results{Start: res}) {
@@ -171,7 +177,62 @@ func TestStartupTimesBareAfterEachColdStart(t *testing.T) {
 	}
 	page.Reset()
 	WriteStart(&page, &Results{Start: res})
-	containsAll(t, "the start table", page.String(), "Bare net/http in the worker's unit: skipped: the plan has no bare net/http anchor.", "| median | **120 ms** | 40.0 ms | 85.0 ms |\n")
+	containsAll(t, "the start table", page.String(), "Bare net/http in the worker's unit: skipped: the plan has no bare net/http anchor.", "| median | **120 ms** | 30.0 ms | 40.0 ms | 85.0 ms |\n")
+
+	// A page rendered -from results of before the listening time: a dash.
+	page.Reset()
+	WriteStart(&page, &Results{Start: &StartResult{Workers: 2, Starts: []StartRun{{FirstOK: 90 * time.Millisecond, Starting: 30 * time.Millisecond}}}})
+	containsAll(t, "an older run's start table", page.String(), "| 1 | 90.0 ms | – | 30.0 ms | – |\n", "| median | **90.0 ms** | – | 30.0 ms |")
+}
+
+// The cold start's script itself, run by bash with a systemctl of the
+// test's on PATH that takes 30 ms, against a listener of the test's: it
+// prints the 200, then its moments in order, the return of systemctl
+// start at least 30 ms after the first and before the status line, and
+// hands the unit pattern to systemctl unexpanded.
+func TestColdStartScriptTimesSystemctlAndTheStatusLine(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash:", err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	host, port, err := net.SplitHostPort(srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	log := filepath.Join(dir, "calls")
+	fake := "#!/bin/sh\necho \"$*\" >> " + log + "\n[ \"$1\" = start ] && sleep 0.03\nexit 0\n"
+	if err := os.WriteFile(filepath.Join(dir, "systemctl"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := coldStartScript([]string{"a.socket", "b@*.service"}, []string{"a.socket", "b.socket"}, host, port)
+	script = strings.Replace(script, "sleep 1\n", "", 1) // the settling pause, not under test
+	cmd := exec.Command(bash, "-c", script)
+	cmd.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	f := resultFields(string(out))
+	if len(f) != 4 || f[0] != "200" {
+		t.Fatalf("result %q of %q, want 200 and three moments", f, out)
+	}
+	var ns [3]int64
+	for i := range ns {
+		if ns[i], err = strconv.ParseInt(f[i+1], 10, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t0, t1, tl := ns[0], ns[1], ns[2]
+	if tl-t0 < 30e6 || tl > t1 {
+		t.Errorf("before %d, status line %d, systemctl returned %d: want it returned 30 ms or more after the first, before the status line", t0, t1, tl)
+	}
+	calls, _ := os.ReadFile(log)
+	if want := "stop a.socket b@*.service\nreset-failed a.socket b.socket\nstart a.socket b.socket\n"; string(calls) != want {
+		t.Errorf("systemctl called with\n%s\nwant\n%s", calls, want)
+	}
 }
 
 // lineAfter finds the first line with the text at or after the moment, and
