@@ -61,7 +61,7 @@ func TestBatchComputingOnlyUpToOneWorkerPerCPU(t *testing.T) {
 		t.Skip("GOMAXPROCS is set in the test's environment: the worker would keep it and run no governor")
 	}
 	procs := runtime.GOMAXPROCS(0)
-	defer runtime.GOMAXPROCS(procs) // newProtection sets the process's GOMAXPROCS
+	defer runtime.GOMAXPROCS(procs) // setProcs sets the process's GOMAXPROCS
 	cpus := runtime.NumCPU()
 	for _, tc := range []struct {
 		workers, slots int
@@ -76,7 +76,8 @@ func TestBatchComputingOnlyUpToOneWorkerPerCPU(t *testing.T) {
 		var out bytes.Buffer
 		log := logrus.New()
 		log.SetOutput(&out)
-		p := newProtection(config.Config{Workers: tc.workers, MaxInFlight: tc.slots}, env{}, logrus.NewEntry(log))
+		cfg := config.Config{Workers: tc.workers, MaxInFlight: tc.slots}
+		p := newProtection(cfg, env{}, setProcs(cfg, logrus.NewEntry(log)), logrus.NewEntry(log))
 		if got := p.batch != nil && p.fitsCPUs(nil); got != tc.want {
 			t.Errorf("%d workers on %d CPUs, %d slots (Ps %d, serving %d): batch computing %v, want %v; log:\n%s",
 				tc.workers, cpus, tc.slots, p.procs.Base, p.procs.Serving, got, tc.want, out.String())

@@ -128,6 +128,7 @@ func Run(ctx context.Context, opts Options) error {
 	for _, p := range ignored {
 		log.WithField("variable", p.Key).WithFields(logging.Event(logging.MsgInvalidConfig)).Warn(p.String() + "; systemd applies this setting, not the worker, so the worker serves on (clusterapp-generator used the default)")
 	}
+	procs := setProcs(cfg, log) // first: the sooner, the cheaper (setProcs)
 
 	// Signals are caught before anything starts, so a SIGTERM that arrives
 	// while starting still drains instead of killing the process.
@@ -167,7 +168,7 @@ func Run(ctx context.Context, opts Options) error {
 	// exits: after a drain cut short by a second signal, handlers and
 	// connection hooks may still be running, and a write to an unmapped
 	// table is a SIGSEGV, not an error.
-	prot := newProtection(cfg, env, log)
+	prot := newProtection(cfg, env, procs, log)
 	if n, err := strconv.Atoi(opts.Name); err == nil && n >= 1 { // a pool worker, not a standalone process
 		prot.desiredNow = func() (int, bool) { return configuredPoolSize(config.EnvFile) }
 	}
