@@ -88,7 +88,11 @@ func TestShedsBeyondCapacity(t *testing.T) {
 // a short request it is admitted as before. One P, so the queued request
 // runs only when the holder gives the P up; the yield is a hint to Go's
 // scheduler (which looks at its global queue first once in 61 rounds),
-// hence a count over many trials.
+// hence a count over many trials. The kernel may also hold the thread
+// between the two requests for longer than the age that counts as waiting
+// (a loaded machine did, once in 50 trials after a short hold): a few such
+// trials are allowed either way; a refused free slot, or an inherited one,
+// shows in nearly every trial.
 func TestQueuedRequestMeetsTheSlotTakenAfterALongHold(t *testing.T) {
 	t.Cleanup(func(p int) func() { return func() { runtime.GOMAXPROCS(p) } }(runtime.GOMAXPROCS(1)))
 	const trials = 50
@@ -123,8 +127,8 @@ func TestQueuedRequestMeetsTheSlotTakenAfterALongHold(t *testing.T) {
 		switch {
 		case hold > 0 && shed < trials*4/5:
 			t.Errorf("after a hold of %v, the request queued behind it was turned away in %d of %d trials; want nearly all: it inherited the slot", hold, shed, trials)
-		case hold == 0 && shed > 0:
-			t.Errorf("after a short hold, the request queued behind it was turned away in %d of %d trials; want none: a free slot was refused", shed, trials)
+		case hold == 0 && shed > trials/10:
+			t.Errorf("after a short hold, the request queued behind it was turned away in %d of %d trials; want nearly none: a free slot was refused", shed, trials)
 		}
 	}
 }
