@@ -61,8 +61,8 @@ func (r *refusal) warn() {
 	})
 }
 
-// newProtection sizes admission control and, when a limit is set, puts the
-// rate limiter on the shared table in the units' common RuntimeDirectory
+// newProtection sizes admission control from plan (setProcs'), probes the
+// SCHED_BATCH switch and, when a limit is set, puts the rate limiter on the shared table in the units' common RuntimeDirectory
 // ($RUNTIME_DIRECTORY, /run/clusterapp). When that table cannot be opened,
 // the limiter runs on CLUSTERAPP_RATE_LIMIT_FALLBACK (a table of its own, or
 // none: limited routes answer 503) and a goroutine retries for the life of

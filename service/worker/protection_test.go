@@ -76,8 +76,8 @@ func TestBatchComputingOnlyUpToOneWorkerPerCPU(t *testing.T) {
 		var out bytes.Buffer
 		log := logrus.New()
 		log.SetOutput(&out)
-		cfg := config.Config{Workers: tc.workers, MaxInFlight: tc.slots}
-		p := newProtection(cfg, env{}, setProcs(cfg, logrus.NewEntry(log)), logrus.NewEntry(log))
+		cfg, entry := config.Config{Workers: tc.workers, MaxInFlight: tc.slots}, logrus.NewEntry(log)
+		p := newProtection(cfg, env{}, setProcs(cfg, entry), entry)
 		if got := p.batch != nil && p.fitsCPUs(nil); got != tc.want {
 			t.Errorf("%d workers on %d CPUs, %d slots (Ps %d, serving %d): batch computing %v, want %v; log:\n%s",
 				tc.workers, cpus, tc.slots, p.procs.Base, p.procs.Serving, got, tc.want, out.String())
