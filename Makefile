@@ -16,7 +16,7 @@ DIST    := dist
 # a time (-p 1): the packaging and systemd suites each load the same 2 CPUs with real traffic.
 TEST_TIMEOUT ?= 30m
 
-.PHONY: help build test test-deps test-unit test-integration run bench bench-stack check fmt vet tidy units docs package deb rpm clean
+.PHONY: help build test test-deps test-unit test-integration run bench bench-start bench-stack check fmt vet tidy units docs package deb rpm clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -55,6 +55,15 @@ bench: build ## measure the pool (1-16 workers) against one process, bare net/ht
 	-@scripts/test-deps nginx
 	@scripts/node-anchor $(BIN)/node-anchor
 	$(BIN)/clusterapp-bench -repo . -out docs
+
+# Trees to compare (checkouts with `make build` done), comma-separated; each gets ROUNDS cold starts.
+TREES ?=
+ROUNDS ?= 10
+# What `systemctl start` starts; empty: both shipped sockets, as make bench.
+UNITS ?=
+bench-start: build ## cold starts of TREES=dir,dir (checkouts, built) taking turns in one box, each beside bare net/http's (root; ROUNDS=10, UNITS=)
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/clusterapp-bench ./cmd/clusterapp-bench
+	$(BIN)/clusterapp-bench -repo . -box bench-start -start-ab '$(TREES)' -start-ab-rounds '$(ROUNDS)' $(if $(UNITS),-start-ab-units '$(UNITS)')
 
 bench-stack: build ## one worker vs a bare net/http program on loopback, side by side (~1 min; scripts/bench-stack)
 	scripts/bench-stack

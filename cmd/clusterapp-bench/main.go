@@ -15,6 +15,10 @@
 //
 //	clusterapp-bench [-repo .] [-box bench] [-cell 3s] [-out docs] [-runs bin/bench-runs]
 //
+// With -start-ab TREE,TREE... (`make bench-start`) it measures only cold
+// starts: each tree's build and units in turn in one box, each start
+// followed by bare net/http's (bench.StartABPlan), and prints their table.
+//
 // Exit status: 0 when every run was made (whatever the numbers), 1 when one
 // could not be (the box did not boot, a worker did not start, nothing was
 // served), 2 for bad flags.
@@ -62,6 +66,9 @@ type flags struct {
 	repo, box, out, admissionWait, from, runs string
 	cell, spikeDuration                       time.Duration
 	concurrency                               int
+	// startAB: compare these trees' cold starts instead of the whole run.
+	startAB, startABUnits []string
+	startABRounds         int
 }
 
 func parseFlags(args []string, stderr io.Writer) (flags, error) {
@@ -77,6 +84,15 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.runs, "runs", filepath.Join("bin", "bench-runs"), "directory keeping every run's raw results, relative to -repo; the page judges the targets over the earlier runs of the same build there")
 	fs.StringVar(&f.from, "from", "", "render the page and chart from this raw results `file` (bin/benchmarks.json) without measuring")
 	fs.StringVar(&f.admissionWait, "admission-wait", "0", "CLUSTERAPP_ADMISSION_WAIT of the protected spike run (0: a request finding every slot busy is turned away at once)")
+	fs.Func("start-ab", "instead of the run: compare the cold starts of these comma-separated `trees` (checkouts with bin/ built), taking turns in one box, each start followed by bare net/http's; prints a table (nothing is written to the page)", func(v string) error {
+		f.startAB = strings.Split(v, ",")
+		return nil
+	})
+	fs.IntVar(&f.startABRounds, "start-ab-rounds", 10, "with -start-ab: cold starts of each tree")
+	fs.Func("start-ab-units", "with -start-ab: the comma-separated `units` `systemctl start` starts (default: "+strings.Join(bench.DefaultABStart, ",")+", as the run's cold start)", func(v string) error {
+		f.startABUnits = strings.Split(v, ",")
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return f, err
@@ -85,6 +101,19 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	}
 	if fs.NArg() > 0 || f.cell <= 0 || f.spikeDuration <= 0 || f.concurrency < 1 {
 		return f, fmt.Errorf("%w: see -h", errUsage)
+	}
+	if f.startABRounds < 1 {
+		return f, fmt.Errorf("%w: -start-ab-rounds wants 1 or more, got %d", errUsage, f.startABRounds)
+	}
+	for _, tree := range f.startAB {
+		if tree == "" {
+			return f, fmt.Errorf("%w: -start-ab wants comma-separated trees, got an empty one", errUsage)
+		}
+	}
+	for _, unit := range f.startABUnits {
+		if unit == "" || strings.ContainsAny(unit, " '\"*?[") {
+			return f, fmt.Errorf("%w: -start-ab-units wants comma-separated unit names, got %q", errUsage, unit)
+		}
 	}
 	return f, nil
 }
@@ -112,6 +141,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	machine, build := bench.DetectMachine(), detectBuild(ctx, repo)
 	plan := newPlan(machine.CPUs, repo, f)
 	box := &sandbox.Driver{Script: filepath.Join(repo, "scripts", "sandbox"), Name: f.box, Src: repo}
+	if len(f.startAB) > 0 {
+		return startAB(ctx, f, plan, box, stdout, stderr)
+	}
 	begun := time.Now() // the bench's own time counts the box's boot
 	fmt.Fprintf(stderr, ">> booting sandbox box %q\n", f.box)
 	if err := box.Up(ctx, sandbox.Options{}); err != nil {
@@ -142,6 +174,40 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		fmt.Fprintf(stderr, ">> this run's results kept in %s\n", kept)
 	}
 	return write(res, inRepo(repo, f.out), filepath.Join(repo, "bin", "benchmarks.json"), runs, stdout)
+}
+
+// startAB boots the box from the repository (bare's units and binary come
+// from it), compares the trees' cold starts and prints the table.
+func startAB(ctx context.Context, f flags, plan bench.Plan, box *sandbox.Driver, stdout, stderr io.Writer) (err error) {
+	trees := make([]string, len(f.startAB))
+	for i, tree := range f.startAB {
+		if trees[i], err = filepath.Abs(tree); err != nil {
+			return fmt.Errorf("tree %s: %w", tree, err)
+		}
+		for _, need := range []string{"bin/clusterapp", "bin/clusterapp-worker", "systemd"} {
+			if _, err := os.Stat(filepath.Join(trees[i], need)); err != nil {
+				return fmt.Errorf("tree %s: %s missing (a checkout, then make build): %w", tree, need, err)
+			}
+		}
+	}
+	fmt.Fprintf(stderr, ">> booting sandbox box %q\n", f.box)
+	if err := box.Up(ctx, sandbox.Options{}); err != nil {
+		_ = box.Down(context.Background()) // a half-booted box must not stay; the boot error is the one to report
+		return err
+	}
+	defer func() {
+		if downErr := box.Down(context.Background()); downErr != nil && err == nil {
+			err = downErr
+		}
+	}()
+	res, err := (&bench.Runner{Box: box, Log: stderr}).StartAB(ctx, plan, bench.StartABPlan{Trees: trees, Rounds: f.startABRounds, Start: f.startABUnits})
+	if err != nil {
+		return err
+	}
+	var out bytes.Buffer
+	bench.WriteStartAB(&out, res)
+	_, err = stdout.Write(out.Bytes())
+	return err
 }
 
 // earlierRuns finds the earlier runs of res's build kept in runsDir (named

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -96,5 +98,28 @@ func TestUnreadableEarlierRunsLeaveTheRunAlone(t *testing.T) {
 	bench.WriteTargetsOverRuns(&page, res, runs)
 	if !strings.Contains(page.String(), "could not be read") || !strings.Contains(page.String(), "judged alone") {
 		t.Errorf("page: %q", page.String())
+	}
+}
+
+// -start-ab takes trees and units as comma-separated lists and refuses an
+// empty tree, a unit name the shell would split or expand, and no rounds,
+// each with the flag named.
+func TestStartABFlags(t *testing.T) {
+	f, err := parseFlags([]string{"-start-ab", "/a,/b", "-start-ab-rounds", "4", "-start-ab-units", "clusterapp.socket"}, io.Discard)
+	if err != nil || strings.Join(f.startAB, " ") != "/a /b" || f.startABRounds != 4 || strings.Join(f.startABUnits, " ") != "clusterapp.socket" {
+		t.Fatalf("flags %+v, %v: want trees /a and /b, 4 rounds, clusterapp.socket", f, err)
+	}
+	if f, err = parseFlags(nil, io.Discard); err != nil || f.startAB != nil || f.startABRounds != 10 || f.startABUnits != nil {
+		t.Fatalf("defaults %+v, %v: want no comparison, 10 rounds, the run's units", f, err)
+	}
+	for args, flag := range map[string]string{
+		"-start-ab /a,,/b":            "-start-ab",
+		"-start-ab-rounds 0":          "-start-ab-rounds",
+		"-start-ab-units a.socket,b*": "-start-ab-units",
+	} {
+		_, err := parseFlags(strings.Fields(args), io.Discard)
+		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), flag) {
+			t.Errorf("%s: %v, want a usage error naming %s", args, err, flag)
+		}
 	}
 }

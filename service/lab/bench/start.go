@@ -106,16 +106,12 @@ var errJournal = errors.New("bench: the journal lacks the line")
 // hit: reset-failed clears it (unit names only: the list may hold a
 // pattern, which is quoted).
 func coldStartScript(stop, start []string, host, port string) string {
-	quoted := make([]string, len(stop))
-	for i, u := range stop {
-		quoted[i] = "'" + u + "'"
-	}
-	return `systemctl stop ` + strings.Join(quoted, " ") + ` 2>/dev/null
-systemctl reset-failed ` + strings.Join(start, " ") + ` 2>/dev/null
+	return `systemctl stop ` + quoteUnits(stop) + ` 2>/dev/null
+systemctl reset-failed ` + joinUnits(start) + ` 2>/dev/null
 sleep 1
 export LC_ALL=C
 t0=$EPOCHREALTIME
-systemctl start ` + strings.Join(start, " ") + `
+systemctl start ` + joinUnits(start) + `
 tl=$EPOCHREALTIME
 exec 3<>/dev/tcp/` + host + `/` + port + ` || exit 1
 printf 'GET / HTTP/1.1\r\nHost: ` + host + `\r\nConnection: close\r\n\r\n' >&3
@@ -125,6 +121,19 @@ exec 3<&-
 set -- $status
 echo "result ${2:-none} ${t0/./}000 ${t1/./}000 ${tl/./}000"`
 }
+
+// quoteUnits is units for a shell command line, each quoted (a pattern
+// such as clusterapp-worker@* must reach systemctl unexpanded).
+func quoteUnits(units []string) string {
+	quoted := make([]string, len(units))
+	for i, u := range units {
+		quoted[i] = "'" + u + "'"
+	}
+	return strings.Join(quoted, " ")
+}
+
+// joinUnits is unit names (no pattern) for a command line.
+func joinUnits(units []string) string { return strings.Join(units, " ") }
 
 // starter is what a cold start starts: the pool, or bare in the worker's
 // unit.
@@ -138,15 +147,17 @@ type starter struct {
 	ready bool
 }
 
+// poolStopped are the pool's units a cold start stops first (a pattern
+// among them).
+var poolStopped = []string{config.TargetUnit, config.WorkerPattern, config.SocketUnit, config.MetricsSocketUnit}
+
 // poolStarter starts the suite's sockets (the pool is socket-activated);
 // bareStarter bare's socket (BareUnits).
 var (
 	poolStarter = starter{
-		name: "cold start",
-		script: coldStartScript(
-			[]string{config.TargetUnit, config.WorkerPattern, config.SocketUnit, config.MetricsSocketUnit},
-			[]string{config.SocketUnit, config.MetricsSocketUnit}, serviceHost, servicePort),
-		unit: config.WorkerUnit(1), ready: true,
+		name:   "cold start",
+		script: coldStartScript(poolStopped, []string{config.SocketUnit, config.MetricsSocketUnit}, serviceHost, servicePort),
+		unit:   config.WorkerUnit(1), ready: true,
 	}
 	bareStarter = starter{
 		name: "bare net/http in the worker's unit",
@@ -260,25 +271,11 @@ func (r *Runner) earlyStarts(ctx context.Context, plan Plan) (pool, bare []Start
 // skipped says why there are none of bare's when the plan has no bare
 // anchor.
 func (r *Runner) coldStarts(ctx context.Context, plan Plan, n, workers int) (pool, bare []StartRun, skipped string, err error) {
-	withBare := false
-	if plan.Start.Bare {
-		var a *Anchor
-		if a, skipped = bareAnchor(plan); skipped != "" {
-			r.logf("   bare net/http in the worker's unit: skipped: %s", skipped)
-		} else {
-			if a.prepare != nil {
-				if err := a.prepare(ctx, r.Box); err != nil {
-					return nil, nil, "", fmt.Errorf("cold start of bare: %w", err)
-				}
-			}
-			stop, err := r.startBareUnit(ctx, a.Argv[0], plan.CPUs)
-			if err != nil {
-				return nil, nil, "", fmt.Errorf("cold start of bare: %w", err)
-			}
-			defer stop()
-			withBare = true
-		}
+	withBare, stop, skipped, err := r.bareStarts(ctx, plan)
+	if err != nil {
+		return nil, nil, "", err
 	}
+	defer stop()
 	for range n {
 		run, err := r.coldStart(ctx, poolStarter, workers)
 		if err != nil {
@@ -293,6 +290,30 @@ func (r *Runner) coldStarts(ctx context.Context, plan Plan, n, workers int) (poo
 		}
 	}
 	return pool, bare, skipped, nil
+}
+
+// bareStarts installs bare's units for bareStarter when the plan asks for
+// bare's starts and has the anchor; skipped says why not otherwise. stop
+// removes them (a no-op without them).
+func (r *Runner) bareStarts(ctx context.Context, plan Plan) (ok bool, stop func(), skipped string, err error) {
+	stop = func() {}
+	if plan.Start == nil || !plan.Start.Bare {
+		return false, stop, "", nil
+	}
+	a, skipped := bareAnchor(plan)
+	if skipped != "" {
+		r.logf("   bare net/http in the worker's unit: skipped: %s", skipped)
+		return false, stop, skipped, nil
+	}
+	if a.prepare != nil {
+		if err := a.prepare(ctx, r.Box); err != nil {
+			return false, stop, "", fmt.Errorf("cold start of bare: %w", err)
+		}
+	}
+	if stop, err = r.startBareUnit(ctx, a.Argv[0], plan.CPUs); err != nil {
+		return false, func() {}, "", fmt.Errorf("cold start of bare: %w", err)
+	}
+	return true, stop, "", nil
 }
 
 // coldStart times one start of s; the pool's waits until its workers are

@@ -128,11 +128,19 @@ func (d *Driver) Up(ctx context.Context, opts Options) error {
 		}
 	}
 	if !opts.Bare {
-		if _, err := d.run(ctx, CommandTimeout, "install", d.Name); err != nil {
+		if err := d.Install(ctx); err != nil {
 			return err
 		}
 	}
 	return d.Copy(ctx, filepath.Join(d.Src, "bin", "clusterapp-load"), LoadPath)
+}
+
+// Install installs Src's binaries and units in the box (scripts/sandbox
+// install): a pool running the executables it replaces must be stopped
+// first.
+func (d *Driver) Install(ctx context.Context) error {
+	_, err := d.run(ctx, CommandTimeout, "install", d.Name)
+	return err
 }
 
 // Down powers the box off; nil when it was not up.
