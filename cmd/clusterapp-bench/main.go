@@ -145,25 +145,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return startAB(ctx, f, plan, box, stdout, stderr)
 	}
 	begun := time.Now() // the bench's own time counts the box's boot
-	fmt.Fprintf(stderr, ">> booting sandbox box %q\n", f.box)
-	if err := box.Up(ctx, sandbox.Options{}); err != nil {
-		_ = box.Down(context.Background()) // a half-booted box must not stay; the boot error is the one to report
-		return err
-	}
-	defer func() {
-		if downErr := box.Down(context.Background()); downErr != nil && err == nil {
-			err = downErr
+	var res *bench.Results
+	err = inBox(ctx, box, stderr, func() error {
+		started, loadBefore := time.Now(), bench.LoadAverage()
+		var err error
+		if res, err = (&bench.Runner{Box: box, Log: stderr}).Run(ctx, plan); err != nil {
+			return err
 		}
-	}()
-	started, loadBefore := time.Now(), bench.LoadAverage()
-	res, err := (&bench.Runner{Box: box, Log: stderr}).Run(ctx, plan)
+		res.Machine, res.Date, res.Build = machine, started, build
+		res.LoadBefore, res.LoadAfter = loadBefore, bench.LoadAverage()
+		res.Elapsed = time.Since(begun)
+		fmt.Fprintf(stderr, ">> measured in %s (%s with the box's boot)\n", time.Since(started).Round(time.Second), res.Elapsed.Round(time.Second))
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	res.Machine, res.Date, res.Build = machine, started, build
-	res.LoadBefore, res.LoadAfter = loadBefore, bench.LoadAverage()
-	res.Elapsed = time.Since(begun)
-	fmt.Fprintf(stderr, ">> measured in %s (%s with the box's boot)\n", time.Since(started).Round(time.Second), res.Elapsed.Round(time.Second))
 	// Earlier runs are read before this one is kept, and neither failing
 	// loses the run: the page and bin/benchmarks.json are still written.
 	runsDir := inRepo(repo, f.runs)
@@ -174,6 +171,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		fmt.Fprintf(stderr, ">> this run's results kept in %s\n", kept)
 	}
 	return write(res, inRepo(repo, f.out), filepath.Join(repo, "bin", "benchmarks.json"), runs, stdout)
+}
+
+// inBox boots box with the suite installed, runs measure and powers the
+// box off, also when the boot or measure fails (a half-booted box must not
+// stay); the first error is returned.
+func inBox(ctx context.Context, box *sandbox.Driver, stderr io.Writer, measure func() error) (err error) {
+	fmt.Fprintf(stderr, ">> booting sandbox box %q\n", box.Name)
+	defer func() {
+		if downErr := box.Down(context.Background()); downErr != nil && err == nil {
+			err = downErr
+		}
+	}()
+	if err := box.Up(ctx, sandbox.Options{}); err != nil {
+		return err
+	}
+	return measure()
 }
 
 // startAB boots the box from the repository (bare's units and binary come
@@ -190,17 +203,12 @@ func startAB(ctx context.Context, f flags, plan bench.Plan, box *sandbox.Driver,
 			}
 		}
 	}
-	fmt.Fprintf(stderr, ">> booting sandbox box %q\n", f.box)
-	if err := box.Up(ctx, sandbox.Options{}); err != nil {
-		_ = box.Down(context.Background()) // a half-booted box must not stay; the boot error is the one to report
+	var res *bench.StartAB
+	err = inBox(ctx, box, stderr, func() error {
+		var err error
+		res, err = (&bench.Runner{Box: box, Log: stderr}).StartAB(ctx, plan, bench.StartABPlan{Trees: trees, Rounds: f.startABRounds, Start: f.startABUnits})
 		return err
-	}
-	defer func() {
-		if downErr := box.Down(context.Background()); downErr != nil && err == nil {
-			err = downErr
-		}
-	}()
-	res, err := (&bench.Runner{Box: box, Log: stderr}).StartAB(ctx, plan, bench.StartABPlan{Trees: trees, Rounds: f.startABRounds, Start: f.startABUnits})
+	})
 	if err != nil {
 		return err
 	}
