@@ -89,7 +89,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 		return nil
 	})
 	fs.IntVar(&f.startABRounds, "start-ab-rounds", 10, "with -start-ab: cold starts of each tree")
-	fs.Func("start-ab-units", "with -start-ab: the comma-separated `units` `systemctl start` starts (default: "+strings.Join(bench.DefaultABStart, ",")+", as the run's cold start)", func(v string) error {
+	fs.Func("start-ab-units", "with -start-ab: the comma-separated `units` `systemctl start` starts (default: "+strings.Join(bench.ColdStartUnits, ",")+", as the run's cold start)", func(v string) error {
 		f.startABUnits = strings.Split(v, ",")
 		return nil
 	})

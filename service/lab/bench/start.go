@@ -148,15 +148,19 @@ type starter struct {
 }
 
 // poolStopped are the pool's units a cold start stops first (a pattern
-// among them).
-var poolStopped = []string{config.TargetUnit, config.WorkerPattern, config.SocketUnit, config.MetricsSocketUnit}
+// among them); ColdStartUnits what it starts, the shipped sockets, as a
+// machine's boot does.
+var (
+	poolStopped    = []string{config.TargetUnit, config.WorkerPattern, config.SocketUnit, config.MetricsSocketUnit}
+	ColdStartUnits = []string{config.SocketUnit, config.MetricsSocketUnit}
+)
 
 // poolStarter starts the suite's sockets (the pool is socket-activated);
 // bareStarter bare's socket (BareUnits).
 var (
 	poolStarter = starter{
 		name:   "cold start",
-		script: coldStartScript(poolStopped, []string{config.SocketUnit, config.MetricsSocketUnit}, serviceHost, servicePort),
+		script: coldStartScript(poolStopped, ColdStartUnits, serviceHost, servicePort),
 		unit:   config.WorkerUnit(1), ready: true,
 	}
 	bareStarter = starter{

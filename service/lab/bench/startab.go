@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"time"
-
-	"github.com/clusterapp/clusterapp/service/config"
 )
 
 // StartABPlan compares the cold starts of several trees of the suite (a
@@ -54,9 +52,6 @@ type StartABRun struct {
 	Bare        *StartRun `json:",omitempty"`
 }
 
-// DefaultABStart is what a cold start of `make bench` starts.
-var DefaultABStart = []string{config.SocketUnit, config.MetricsSocketUnit}
-
 // roundOrder is the order of n trees in round (from 1): as given in odd
 // rounds, reversed in even ones.
 func roundOrder(n, round int) []int {
@@ -87,7 +82,7 @@ func (r *Runner) StartAB(ctx context.Context, plan Plan, ab StartABPlan) (*Start
 	}
 	start := ab.Start
 	if len(start) == 0 {
-		start = DefaultABStart
+		start = ColdStartUnits
 	}
 	rounds := ab.Rounds
 	if rounds <= 0 {
