@@ -215,7 +215,7 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(dPoolWorkers, prometheus.GaugeValue, float64(live))
 	ch <- prometheus.MustNewConstMetric(dDesired, prometheus.GaugeValue, float64(desired))
 	ch <- prometheus.MustNewConstMetric(dBuild, prometheus.GaugeValue, 1, m.opts.Version, runtime.Version())
-	for _, q := range m.queues.read() {
+	for _, q := range m.scrapeQueues() {
 		ch <- prometheus.MustNewConstMetric(dQueueLen, prometheus.GaugeValue, float64(q.length), q.addr)
 		ch <- prometheus.MustNewConstMetric(dQueueLimit, prometheus.GaugeValue, float64(q.limit), q.addr)
 	}

@@ -121,7 +121,9 @@ func newLayout(routes []string) *layout {
 const (
 	pSampledAt = iota // shm.Clock ns of the last sample, whoever took it
 	pFullNs           // counter: ns the accept queue was seen full
-	poolWords
+	pQueues           // gauge: how many sockets' queues follow (at most maxQueues)
+	pQueue            // maxQueues times queueWords: length, limit, address
+	poolWords  = pQueue + maxQueues*queueWords
 )
 
 // schemaVersion is the layout version in the table's file name: a hash of
@@ -129,7 +131,7 @@ const (
 // upgrade that adds a route) map different files instead of misreading one.
 func schemaVersion(routes []string) int {
 	h := fnv.New32a()
-	fmt.Fprintf(h, "metrics layout 1|%d|%v|%v|%v|%v|%v|%d", wExits, ExitResults, RecycleReasons, waitBuckets, deferBuckets, durationBuckets, codeEntries)
+	fmt.Fprintf(h, "metrics layout 2|%d|%v|%v|%v|%v|%v|%d|%d|%d", wExits, ExitResults, RecycleReasons, waitBuckets, deferBuckets, durationBuckets, codeEntries, maxQueues, queueWords)
 	h.Write([]byte(strings.Join(routes, "\x00"))) // in order: the order places the blocks
 	return int(h.Sum32() & 0x7fffffff)
 }

@@ -131,14 +131,14 @@ func (m *Metrics) openShared(n int) {
 	log := m.opts.Log.WithField("table", m.lay.table.FileName())
 	r, err := shm.Open(m.opts.Dir, m.lay.table, m.opts.Log)
 	if err != nil {
-		log.WithError(err).Warn("metrics table unavailable: scrapes of this worker show only its own numbers")
+		log.WithError(err).Warn("metrics table unavailable: this worker counts alone, and the pool's scrapes (the metrics exporter reads the table) do not show it")
 		return
 	}
 	self := n - 1
 	ok, err := r.Claim(self*m.lay.perSlot, m.lay.perSlot)
 	if err != nil || !ok {
 		_ = r.Close() // nothing written
-		log.WithError(err).WithField("claimed_by_another_process", !ok).Warn("metrics slot unavailable (is another process running as this worker?): scrapes of this worker show only its own numbers")
+		log.WithError(err).WithField("claimed_by_another_process", !ok).Warn("metrics slot unavailable (is another process running as this worker?): this worker counts alone, and the pool's scrapes do not show it")
 		return
 	}
 	m.region, m.words, m.self, m.number, m.shared = r, r.Words(), self, n, true

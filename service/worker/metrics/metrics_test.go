@@ -265,30 +265,7 @@ func TestUnknownRoutePanics(t *testing.T) {
 // length and limit, and time seen full is counted once per period for the
 // whole pool.
 func TestListenQueue(t *testing.T) {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Listen(fd, 1); err != nil {
-		t.Fatal(err)
-	}
-	f := os.NewFile(uintptr(fd), "listener")
-	ln, err := net.FileListener(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	for range 2 { // never accepted: they wait in the queue
-		c, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-	}
+	ln := queuedListener(t, 1, 2)
 	dir := t.TempDir()
 	w1, _ := newWorker(t, dir, "1")
 	w2, _ := newWorker(t, dir, "2")
@@ -497,4 +474,35 @@ type readerFromRecorder struct {
 func (r readerFromRecorder) ReadFrom(src io.Reader) (int64, error) {
 	*r.calls++
 	return r.Body.ReadFrom(src)
+}
+
+// queuedListener listens on loopback with the given backlog and leaves n
+// connections, never accepted, in its accept queue.
+func queuedListener(t *testing.T, backlog, n int) net.Listener {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(fd, backlog); err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), "listener")
+	ln, err := net.FileListener(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	for range n { // never accepted: they wait in the queue
+		c, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	return ln
 }

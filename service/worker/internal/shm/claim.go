@@ -77,7 +77,10 @@ func OpenReadOnly(dir string, l Layout) (*Region, error) {
 		_ = f.Close() // read only
 		return nil, fmt.Errorf("map %s: %w", path, err)
 	}
-	r := &Region{mem: mem, file: f}
+	r := &Region{mem: mem, file: f, path: path}
+	if fi, err := f.Stat(); err == nil {
+		r.inode = fi // for Detached: a reader that stays (the metrics exporter) follows a replaced table
+	}
 	copy(r.secret[:], mem[16:32])
 	r.words = unsafe.Slice((*uint64)(unsafe.Pointer(&mem[headerBytes])), l.Words)
 	return r, nil
