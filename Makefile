@@ -83,7 +83,8 @@ tidy:
 	@echo ">> go mod tidy"
 	$(GO) mod tidy -diff
 
-# The worker's exposure must stay at or below 2.0 (`systemd-analyze security`).
+# The worker's and the metrics exporter's exposure must stay at or below 2.0
+# (`systemd-analyze security`).
 units: build
 	@echo ">> systemd-analyze verify and security"
 	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
@@ -91,8 +92,9 @@ units: build
 	  install -D -m755 $(BIN)/clusterapp-worker $$tmp/usr/libexec/clusterapp-worker && \
 	  cp systemd/*.socket systemd/*.service systemd/*.target $$tmp/ && \
 	  sed -i "s#/usr/bin/clusterapp#$$tmp/usr/bin/clusterapp#; s#/usr/libexec/clusterapp-worker#$$tmp/usr/libexec/clusterapp-worker#" $$tmp/*.service && \
-	  SYSTEMD_LOG_LEVEL=warning systemd-analyze verify $$tmp/clusterapp.socket $$tmp/clusterapp-metrics.socket $$tmp/clusterapp.target $$tmp/clusterapp-first.target $$tmp/clusterapp.service $$tmp/clusterapp-worker@.service && \
-	  systemd-analyze security --offline=true --threshold=20 $$tmp/clusterapp-worker@.service | tail -1
+	  SYSTEMD_LOG_LEVEL=warning systemd-analyze verify $$tmp/clusterapp.socket $$tmp/clusterapp-metrics.socket $$tmp/clusterapp-metrics.service $$tmp/clusterapp.target $$tmp/clusterapp-first.target $$tmp/clusterapp.service $$tmp/clusterapp-worker@.service && \
+	  systemd-analyze security --offline=true --threshold=20 $$tmp/clusterapp-worker@.service | tail -1 && \
+	  systemd-analyze security --offline=true --threshold=20 $$tmp/clusterapp-metrics.service | tail -1
 
 docs: build ## regenerate the variable tables in README.md and docs/operations.md
 	@echo ">> README.md and docs/operations.md variable tables"

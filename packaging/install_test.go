@@ -168,6 +168,13 @@ func testDebLifecycle(t *testing.T, pk builds) {
 	if v := b.Must("clusterapp", "version"); !strings.Contains(v, newVersion) {
 		t.Errorf("clusterapp version = %q, want %s", v, newVersion)
 	}
+	// The metrics exporter (started by the scrape above) runs the worker program too: the
+	// upgrade restarts it onto the new one, whose version the scrape names.
+	if out, err := b.Run("curl", "-sSf", "--max-time", "5", sandbox.MetricsURL); err != nil || !strings.Contains(out, `version="`+newVersion+`"`) {
+		_, info, _ := strings.Cut(out, "\nclusterapp_build_info")
+		info, _, _ = strings.Cut(info, "\n")
+		t.Errorf("after the upgrade the metrics exporter says clusterapp_build_info%s (%v), want version %s", info, err, newVersion)
+	}
 	if env := b.Must("cat", config.EnvFile); !strings.Contains(env, "# edited by the operator") {
 		t.Errorf("the upgrade replaced the operator's clusterapp.env")
 	}

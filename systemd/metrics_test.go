@@ -26,7 +26,8 @@ func byWorker(scrape, name, labels string) map[string]float64 {
 // The metrics listener is a socket of its own, owned by systemd: one
 // scrape shows every live worker; the service port has no /metrics; a
 // worker's restart continues its counters; systemd's verdict on a
-// watchdog kill is counted; CLUSTERAPP_METRICS_LISTEN moves the listener.
+// watchdog kill is counted; CLUSTERAPP_METRICS_LISTEN moves the listener;
+// the exporter answers for a stopped pool without starting it.
 func TestMetricsListenerShowsThePool(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=2\nCLUSTERAPP_WATCHDOG_SEC=2s\nCLUSTERAPP_DEBUG_ENDPOINTS=true\nCLUSTERAPP_RATE_LIMIT=0\n"})
 	b.Start(2)
@@ -77,15 +78,13 @@ func TestMetricsListenerShowsThePool(t *testing.T) {
 		return byWorker(s, "clusterapp_worker_exits_total", `result="watchdog",`)["1"] == 1
 	})
 
-	// The listener moves with CLUSTERAPP_METRICS_LISTEN, and answers only there.
+	// The listener moves with CLUSTERAPP_METRICS_LISTEN, and answers only there. The
+	// documented step: restart the metrics socket; the exporter, which holds its
+	// descriptor, restarts with it, and the workers are not touched.
+	pids := b.MainPIDs(config.WorkerUnit(1), config.WorkerUnit(2))
 	b.WriteEnv("CLUSTERAPP_WORKERS=2\nCLUSTERAPP_METRICS_LISTEN=127.0.0.3:9300\n")
 	b.Must("systemctl", "daemon-reload")
-	// The documented steps: every worker holds the old descriptor, and
-	// systemd refuses to start a socket while the service it activates
-	// (worker 1) runs. Clients wait in clusterapp.socket's backlog meanwhile.
-	b.Must("systemctl", "stop", config.WorkerPattern)
 	b.Must("systemctl", "restart", config.MetricsSocketUnit)
-	b.Must("systemctl", "start", config.TargetUnit)
 	b.Eventually(10*time.Second, "scrape on the new address", func() bool {
 		s, err := b.Run("curl", "-sSf", "--max-time", "2", "http://127.0.0.3:9300/metrics")
 		return err == nil && strings.Contains(s, "clusterapp_pool_workers 2\n")
@@ -93,4 +92,27 @@ func TestMetricsListenerShowsThePool(t *testing.T) {
 	if out, err := b.Run("curl", "-sS", "--max-time", "2", sandbox.MetricsURL); err == nil {
 		t.Errorf("the old metrics address still answers: %.200s", out)
 	}
+	if now := b.MainPIDs(config.WorkerUnit(1), config.WorkerUnit(2)); now[config.WorkerUnit(1)] != pids[config.WorkerUnit(1)] || now[config.WorkerUnit(2)] != pids[config.WorkerUnit(2)] {
+		t.Errorf("moving the metrics listener restarted workers: pids %v, then %v", pids, now)
+	}
+
+	// The exporter answers while the pool is down, and a scrape does not start
+	// it; a connection to the service port still does (the exporter holds no
+	// service socket: a socket starts nothing while a unit it is passed to runs).
+	b.Must("systemctl", "stop", config.TargetUnit)
+	s := b.Must("curl", "-sSf", "--max-time", "2", "http://127.0.0.3:9300/metrics")
+	if !strings.Contains(s, "clusterapp_pool_workers 0\n") || !strings.Contains(s, "clusterapp_pool_workers_desired 2\n") {
+		t.Errorf("a scrape of the stopped pool: want 0 workers of 2 desired:\n%s", s)
+	}
+	time.Sleep(time.Second)
+	if b.AllActive(config.WorkerUnit(1)) {
+		t.Error("a scrape started the stopped pool")
+	}
+	if out, err := b.Curl("/"); err != nil || !strings.HasPrefix(out, "200 ") {
+		t.Fatalf("a request to the stopped pool with the exporter up: %q %v, want 200", out, err)
+	}
+	b.Eventually(10*time.Second, "the pool back in the scrape", func() bool {
+		s, err := b.Run("curl", "-sSf", "--max-time", "2", "http://127.0.0.3:9300/metrics")
+		return err == nil && strings.Contains(s, "clusterapp_pool_workers 2\n")
+	})
 }

@@ -12,13 +12,21 @@ import (
 )
 
 // helloDropIn points the shipped worker units at cmd/clusterapp-hello, as
-// docs/own-handler.md tells an operator to: both commands reset, then set.
-const helloDropIn = `[Service]
+// docs/own-handler.md tells an operator to: both commands reset, then set;
+// helloExporterDropIn the metrics exporter, which reads the table of the
+// routes it is built with.
+const (
+	helloDropIn = `[Service]
 ExecStart=
 ExecStart=/usr/bin/clusterapp-hello serve --instance %i
 ExecStopPost=
 ExecStopPost=-+/usr/bin/clusterapp-hello exited --instance %i
 `
+	helloExporterDropIn = `[Service]
+ExecStart=
+ExecStart=/usr/bin/clusterapp-hello metrics
+`
+)
 
 // Another program on package worker (cmd/clusterapp-hello) runs on the
 // shipped units with one drop-in, and gets what the seed service gets: both
@@ -29,6 +37,7 @@ func TestOwnHandler(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=2\nCLUSTERAPP_WATCHDOG_SEC=2s\nCLUSTERAPP_DEBUG_ENDPOINTS=1\n"})
 	b.Copy(sandbox.Bin("clusterapp-hello"), "/usr/bin/clusterapp-hello") // built by sandbox.Main
 	b.WriteFile("/etc/systemd/system/clusterapp-worker@.service.d/50-hello.conf", helloDropIn)
+	b.WriteFile("/etc/systemd/system/clusterapp-metrics.service.d/50-hello.conf", helloExporterDropIn)
 	b.Must("systemctl", "daemon-reload")
 	units := b.WorkerUnits(2)
 
@@ -80,6 +89,9 @@ func TestOwnHandler(t *testing.T) {
 	}
 	if served := byWorker(scrape, "clusterapp_http_requests_total", `code="200",route="/hello",`); served["1"]+served["2"] < 2000 {
 		t.Errorf("/hello requests by worker %v: the pool's table lacks the service's route", served)
+	}
+	if cmdline := strings.ReplaceAll(b.Must("cat", fmt.Sprintf("/proc/%d/cmdline", b.MainPID(config.MetricsServiceUnit))), "\x00", " "); strings.TrimSpace(cmdline) != "/usr/bin/clusterapp-hello metrics" {
+		t.Errorf("%s runs %q, want the service's own program", config.MetricsServiceUnit, cmdline)
 	}
 
 	// (c) A worker wedged behind a lock still runs but fails its health

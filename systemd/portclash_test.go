@@ -11,12 +11,13 @@ import (
 )
 
 // When clusterapp.socket cannot listen (another program holds its port),
-// the metrics socket must not listen either: it activates worker 1, which
-// requires clusterapp.socket, so every scrape used to make systemd start
-// worker 1, fail it on the dependency and start it again at once, about
-// 100,000 journal lines in 3 s while the scrape hung, and the pool came back
-// without its other workers once the port was free. Now the metrics socket
-// is bound to clusterapp.socket: refused at once, and both come back
+// the metrics socket must not listen either. When it activated worker 1,
+// which requires clusterapp.socket, every scrape made systemd start worker
+// 1, fail it on the dependency and start it again at once, about 100,000
+// journal lines in 3 s while the scrape hung, and the pool came back
+// without its other workers once the port was free. It activates the
+// metrics exporter now, but stays bound to clusterapp.socket: a scrape of a
+// service that cannot listen is refused at once, and both come back
 // together.
 func TestMetricsSocketFollowsAFailedServiceSocket(t *testing.T) {
 	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=2\n"})

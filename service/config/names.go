@@ -15,6 +15,8 @@ const (
 	SocketUnit = "clusterapp.socket"
 	// MetricsSocketUnit owns the metrics listener (CLUSTERAPP_METRICS_LISTEN).
 	MetricsSocketUnit = "clusterapp-metrics.socket"
+	// MetricsServiceUnit is the metrics exporter that socket activates.
+	MetricsServiceUnit = "clusterapp-metrics.service"
 	// TargetUnit wants one worker unit per worker (the generator's drop-in).
 	TargetUnit = "clusterapp.target"
 	// FirstTarget is ordered after worker 1; workers 2..N want it and

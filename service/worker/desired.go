@@ -3,6 +3,7 @@ package worker
 import (
 	"errors"
 	"io/fs"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -48,6 +49,22 @@ func configuredPoolSize(envFile string) (int, bool) {
 	plain := strings.TrimPrefix(value, "+")
 	if n, err := strconv.Atoi(plain); err == nil && strconv.Itoa(n) == plain && n >= 1 && n <= config.MaxWorkers {
 		return n, true
+	}
+	return runtime.NumCPU(), true
+}
+
+// exporterPoolSize is configuredPoolSize for the metrics exporter, which
+// has no size of its own to fall back on: with neither file, it is the
+// generator's default, one per CPU; with a file it cannot read, false (the
+// newest worker's size is reported).
+func exporterPoolSize(envFile string) (int, bool) {
+	if n, ok := configuredPoolSize(envFile); ok {
+		return n, true
+	}
+	for _, path := range []string{envFile, config.ScaleFileFor(envFile)} {
+		if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+			return 0, false
+		}
 	}
 	return runtime.NumCPU(), true
 }

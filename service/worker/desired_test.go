@@ -38,5 +38,13 @@ func TestConfiguredPoolSize(t *testing.T) {
 		if n, ok := configuredPoolSize(env); n != tc.want || ok != tc.ok {
 			t.Errorf("env %q, scale %q: %d, %v; want %d, %v", tc.env, tc.scale, n, ok, tc.want, tc.ok)
 		}
+		// The exporter has no size of its own: with no file, the default.
+		want, wantOK := tc.want, tc.ok
+		if tc.env == "" && tc.scale == "" {
+			want, wantOK = runtime.NumCPU(), true
+		}
+		if n, ok := exporterPoolSize(env); n != want || ok != wantOK {
+			t.Errorf("exporter: env %q, scale %q: %d, %v; want %d, %v", tc.env, tc.scale, n, ok, want, wantOK)
+		}
 	}
 }

@@ -161,9 +161,8 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	if len(set.Metrics) == 0 {
-		log.Warn("systemd passed no metrics socket (is " + config.MetricsSocketUnit + " listening? see CLUSTERAPP_METRICS_LISTEN): this worker answers no scrape, its numbers still reach the others' scrapes")
-	}
+	// Under systemd a worker is passed no metrics socket: the metrics
+	// exporter (clusterapp-metrics.service, Export) answers scrapes.
 	// The shared tables (rate limit, balance) stay mapped until the process
 	// exits: after a drain cut short by a second signal, handlers and
 	// connection hooks may still be running, and a write to an unmapped
@@ -500,14 +499,15 @@ func (w *worker) status() string {
 }
 
 // metricsServer serves GET /metrics (the whole pool's numbers) on the
-// metrics listener, and JSON errors for anything else (scrapeHandler).
+// metrics listener of a worker run on its own (under systemd, the metrics
+// exporter answers scrapes: Export).
 func metricsServer(m *metrics.Metrics, log *logrus.Entry) *http.Server {
-	return &http.Server{
-		Handler: scrapeHandler(m.Handler()), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
-		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10,
-		// TLS-less HTTP errors (a malformed scrape) are worth a warning line.
-		ErrorLog: stdlog.New(log.WithField("listener", "metrics").WriterLevel(logrus.WarnLevel), "", 0),
-	}
+	return scrapeServer(m.Handler(), log)
+}
+
+// stdlogTo writes a standard library logger's lines as warnings on log.
+func stdlogTo(log *logrus.Entry) *stdlog.Logger {
+	return stdlog.New(log.WriterLevel(logrus.WarnLevel), "", 0)
 }
 
 func addrs(ls []net.Listener) string {

@@ -1,8 +1,9 @@
 // Package command is the command line of a program built on package worker:
-// the two commands its units run, and nothing else.
+// the commands its units run, and nothing else.
 //
 //	NAME [serve] [--instance N]   run one worker (the unit's ExecStart=)
 //	NAME exited --instance N      count how worker N ended (ExecStopPost=)
+//	NAME metrics                  serve the pool's metrics (clusterapp-metrics.service)
 //	NAME --version                print NAME and its version
 //
 // The shipped pool runs clusterapp-worker, which is this command line over
@@ -46,8 +47,8 @@ type Program struct {
 	Name string
 	// Version is printed by --version and given to worker.Run.
 	Version string
-	// Routes are the service's routes: the same for serve and exited, so
-	// both place their numbers in the same metrics table.
+	// Routes are the service's routes: the same for serve, exited and
+	// metrics, so all three use the same metrics table.
 	Routes worker.Routes
 }
 
@@ -88,16 +89,16 @@ func (p Program) exitCode(err error, stderr io.Writer) int {
 }
 
 // run parses the command line and runs the command it names: serve (the
-// default) or exited.
+// default), exited or metrics.
 func (p Program) run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	command := "serve"
-	if len(args) > 0 && (args[0] == "serve" || args[0] == "exited") {
+	if len(args) > 0 && (args[0] == "serve" || args[0] == "exited" || args[0] == "metrics") {
 		command, args = args[0], args[1:]
 	}
 	fs := flag.NewFlagSet(p.Name+" "+command, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: %s [serve] [--instance N]   run one worker\n       %s exited --instance N      count how worker N ended (ExecStopPost=)\n       %s --version\n", p.Name, p.Name, p.Name)
+		fmt.Fprintf(stderr, "usage: %s [serve] [--instance N]   run one worker\n       %s exited --instance N      count how worker N ended (ExecStopPost=)\n       %s metrics                  serve the pool's metrics (clusterapp-metrics.service)\n       %s --version\n", p.Name, p.Name, p.Name, p.Name)
 		fs.PrintDefaults()
 	}
 	instance := fs.String("instance", "", "the worker's `name` (the unit's %i): X-Worker, logs, metrics; 1 to 1024 shares the pool's tables (default pid-N)")
@@ -118,7 +119,12 @@ func (p Program) run(ctx context.Context, args []string, stdout, stderr io.Write
 	if *instance != "" && !config.ValidInstance(*instance) {
 		return usageError{fmt.Sprintf("--instance %q: expected letters, digits, '.', '_', '-' or '@', at most 64 of them", *instance)}
 	}
-	if command == "exited" {
+	switch {
+	case command == "metrics" && *instance != "":
+		return usageError{"metrics: --instance is a worker's: the exporter serves every worker's numbers"}
+	case command == "metrics":
+		return worker.Export(ctx, worker.ExportOptions{Version: p.Version, Routes: p.Routes, Stderr: stderr})
+	case command == "exited":
 		if *instance == "" {
 			return usageError{"exited: --instance is required (the worker unit's ExecStopPost= passes %i)"}
 		}

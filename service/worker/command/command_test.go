@@ -30,9 +30,15 @@ func TestMainWithoutServing(t *testing.T) {
 		{[]string{"exited"}, ExitUsage, "", "exited: --instance is required"},
 		// Outside the unit systemd has not set $SERVICE_RESULT and $EXIT_CODE.
 		{[]string{"exited", "--instance", "1"}, ExitFailure, "", "expected both, as systemd sets them for ExecStopPost="},
+		{[]string{"metrics", "--instance", "1"}, ExitUsage, "", "metrics: --instance is a worker's"},
+		{[]string{"metrics", "extra"}, ExitUsage, "", `unexpected argument "extra"`},
+		// Outside the unit systemd passes no sockets.
+		{[]string{"metrics"}, ExitFailure, "", "systemd passed no sockets (LISTEN_FDS is not set)"},
+		{[]string{"-h"}, 0, "", "metrics                  serve the pool's metrics"},
 	} {
 		t.Setenv("SERVICE_RESULT", "")
 		t.Setenv("EXIT_CODE", "")
+		t.Setenv("LISTEN_FDS", "")
 		var stdout, stderr bytes.Buffer
 		code := Main(context.Background(), program, c.args, &stdout, &stderr)
 		if code != c.code || stdout.String() != c.stdout || !strings.Contains(stderr.String(), c.stderr) {

@@ -15,10 +15,11 @@
 // open file description is shared with every worker, and blocking mode has
 // been measured to leave Go threads stuck in accept4() (use NonBlocking=yes).
 //
-// The metrics socket (clusterapp-metrics.socket) is passed alongside, named
-// by its FileDescriptorName=metrics (LISTEN_FDNAMES); every other passed
-// socket serves the service, whatever its name, so an operator who adds
-// ListenStream= lines to clusterapp.socket gets them all served.
+// The metrics socket (clusterapp-metrics.socket) is named by its
+// FileDescriptorName=metrics (LISTEN_FDNAMES): it is passed to the metrics
+// exporter (Passed), and to a worker only by a unit that lists it; every
+// other passed socket serves the service, whatever its name, so an operator
+// who adds ListenStream= lines to clusterapp.socket gets them all served.
 //
 // Without LISTEN_FDS the worker binds the configured addresses itself, so
 // the binary runs anywhere (`go run ./cmd/clusterapp`).
@@ -85,7 +86,7 @@ func All(serviceAddr, metricsAddr string, log *logrus.Entry) (Set, Source, error
 }
 
 func (e env) listeners(serviceAddr, metricsAddr string, log *logrus.Entry) (Set, Source, error) {
-	fds, pid := e.getenv("LISTEN_FDS"), e.getenv("LISTEN_PID")
+	fds := e.getenv("LISTEN_FDS")
 	if fds == "" {
 		l, err := net.Listen("tcp", serviceAddr)
 		if err != nil {
@@ -102,12 +103,33 @@ func (e env) listeners(serviceAddr, metricsAddr string, log *logrus.Entry) (Set,
 		}
 		return set, Bound, nil
 	}
+	set, err := e.passed(log)
+	if err != nil {
+		return Set{}, "", err
+	}
+	if len(set.Service) == 0 {
+		set.Close()
+		return Set{}, "", fmt.Errorf("systemd passed only the metrics socket (LISTEN_FDNAMES=%q): expected the service socket too (Sockets=%s)", e.getenv("LISTEN_FDNAMES"), config.SocketUnit)
+	}
+	return set, Activated, nil
+}
+
+// Passed returns the listeners systemd passed, whichever they are (the
+// metrics exporter is passed only the metrics socket). It fails when
+// LISTEN_FDS is not set or is unusable, as All does.
+func Passed(log *logrus.Entry) (Set, error) { return stdEnv.passed(log) }
+
+func (e env) passed(log *logrus.Entry) (Set, error) {
+	fds, pid := e.getenv("LISTEN_FDS"), e.getenv("LISTEN_PID")
+	if fds == "" {
+		return Set{}, errors.New("LISTEN_FDS is not set: systemd passed no sockets")
+	}
 	if p, err := strconv.Atoi(pid); err != nil || p != e.getpid() {
-		return Set{}, "", fmt.Errorf("LISTEN_FDS=%s is set but LISTEN_PID=%q is not this process (%d): the fds were meant for another process", fds, pid, e.getpid())
+		return Set{}, fmt.Errorf("LISTEN_FDS=%s is set but LISTEN_PID=%q is not this process (%d): the fds were meant for another process", fds, pid, e.getpid())
 	}
 	files := e.files()
 	if len(files) == 0 {
-		return Set{}, "", fmt.Errorf("LISTEN_FDS=%q passed no file descriptors: expected a positive count", fds)
+		return Set{}, fmt.Errorf("LISTEN_FDS=%q passed no file descriptors: expected a positive count", fds)
 	}
 	var set Set
 	for _, f := range files {
@@ -115,7 +137,7 @@ func (e env) listeners(serviceAddr, metricsAddr string, log *logrus.Entry) (Set,
 		l, err := fileListener(f, log)
 		if err != nil {
 			set.Close()
-			return Set{}, "", err
+			return Set{}, err
 		}
 		if metrics {
 			set.Metrics = append(set.Metrics, l)
@@ -123,11 +145,7 @@ func (e env) listeners(serviceAddr, metricsAddr string, log *logrus.Entry) (Set,
 			set.Service = append(set.Service, l)
 		}
 	}
-	if len(set.Service) == 0 {
-		set.Close()
-		return Set{}, "", fmt.Errorf("systemd passed only the metrics socket (LISTEN_FDNAMES=%q): expected the service socket too (Sockets=%s)", e.getenv("LISTEN_FDNAMES"), config.SocketUnit)
-	}
-	return set, Activated, nil
+	return set, nil
 }
 
 // fileListener checks f and turns it into a net.Listener; f is closed (the

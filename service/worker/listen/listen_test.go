@@ -155,6 +155,15 @@ func TestMetricsSocketByName(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "only the metrics socket") {
 		t.Fatalf("only a metrics socket: err = %v, want one saying the service socket is missing", err)
 	}
+	// The metrics exporter is passed the metrics socket alone.
+	set, err = envWith(map[string]string{"LISTEN_FDS": "1", "LISTEN_PID": "42", "LISTEN_FDNAMES": "metrics"}, named(MetricsName)).passed(log)
+	if err != nil || len(set.Service) != 0 || len(set.Metrics) != 1 {
+		t.Fatalf("passed the metrics socket alone: %d service and %d metrics listeners, err %v; want 0, 1, nil", len(set.Service), len(set.Metrics), err)
+	}
+	set.Close()
+	if _, err := envWith(map[string]string{}).passed(log); err == nil || !strings.Contains(err.Error(), "LISTEN_FDS is not set") {
+		t.Fatalf("nothing passed: err = %v, want one saying LISTEN_FDS is not set", err)
+	}
 }
 
 // Standalone, the worker binds the metrics address too.
