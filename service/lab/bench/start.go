@@ -148,11 +148,15 @@ type starter struct {
 }
 
 // poolStopped are the pool's units a cold start stops first (a pattern
-// among them); ColdStartUnits what it starts, the shipped sockets, as a
-// machine's boot does.
+// among them); ColdStartUnits what it starts and times, the service socket,
+// as issue 12's target reads ("from `systemctl start clusterapp.socket` to
+// the first 200"); coldStartAfter what it starts once that is timed, the
+// metrics socket, which no worker waits for (its exporter is a unit of its
+// own), so that every later measurement finds both shipped sockets up.
 var (
 	poolStopped    = []string{config.TargetUnit, config.WorkerPattern, config.SocketUnit, config.MetricsSocketUnit}
-	ColdStartUnits = []string{config.SocketUnit, config.MetricsSocketUnit}
+	ColdStartUnits = []string{config.SocketUnit}
+	coldStartAfter = "\nsystemctl start " + config.MetricsSocketUnit + " || true"
 )
 
 // poolStarter starts the suite's sockets (the pool is socket-activated);
@@ -160,7 +164,7 @@ var (
 var (
 	poolStarter = starter{
 		name:   "cold start",
-		script: coldStartScript(poolStopped, ColdStartUnits, serviceHost, servicePort),
+		script: coldStartScript(poolStopped, ColdStartUnits, serviceHost, servicePort) + coldStartAfter,
 		unit:   config.WorkerUnit(1), ready: true,
 	}
 	bareStarter = starter{

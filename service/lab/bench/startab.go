@@ -125,7 +125,7 @@ func (r *Runner) StartAB(ctx context.Context, plan Plan, ab StartABPlan) (*Start
 // poolStarterOf is poolStarter with start as what `systemctl start` starts.
 func poolStarterOf(start []string) starter {
 	s := poolStarter
-	s.script = coldStartScript(poolStopped, start, serviceHost, servicePort)
+	s.script = coldStartScript(poolStopped, start, serviceHost, servicePort) + coldStartAfter
 	return s
 }
 
