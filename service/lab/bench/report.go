@@ -115,11 +115,12 @@ func WriteMarkdown(w io.Writer, res *Results, runs Runs, chart, notes string) er
 		p.printf("\n## Start and replacement\n\n")
 		p.printf("The pool of %d workers (`%s`), timed with the clocks inside the box, nothing polling it meanwhile.\n",
 			res.Start.Workers, strings.ReplaceAll(strings.TrimSpace(res.Plan.Start.Config.Env), "\n", "` `"))
-		p.printf("A cold start: every unit stopped, then `systemctl start %s %s` and a GET of `/` from the same bash,\n", config.SocketUnit, config.MetricsSocketUnit)
+		p.printf("A cold start: every unit stopped, then `systemctl start %s` and a GET of `/` from the same bash,\n", strings.Join(ColdStartUnits, " "))
 		p.printf("through its `/dev/tcp` (a client already running: no client's start-up is counted, as curl's was before);\n")
 		p.printf("times from just before `systemctl start` to the 200's status line, worker 1's from systemd's journal lines (issue 12's target:\n")
 		p.printf("the first 200 within 100 ms); \"sockets listening\" is when `systemctl start` returned (systemd binds each IP socket\n")
-		p.printf("in a process it forks for it: two for the pool, one for bare), the client connecting next. A replacement: `kill -9` of worker 1 after it served %v (a lone crash), from\n", res.Plan.Start.killAfter())
+		p.printf("in a process it forks for it), the client connecting next; `%s`, which no worker waits for, is started once that is timed.\n", config.MetricsSocketUnit)
+		p.printf("A replacement: `kill -9` of worker 1 after it served %v (a lone crash), from\n", res.Plan.Start.killAfter())
 		p.printf("systemd's \"Main process exited\" to the new process's \"Started\" (READY=1) (target: 200 ms).\n")
 		if res.Plan.Start.Bare {
 			p.printf("After each cold start of the pool, bare net/http (`cmd/clusterapp-bare`) is started the same way, by the same\n")

@@ -20,8 +20,8 @@ import (
 // timestamps), never by polling the box while it happens (polling takes
 // the CPUs the start needs: a kill measured while the box was polled read
 // 190-270 ms against 113-130 ms):
-//   - a cold start: every unit stopped, then `systemctl start` of both
-//     sockets and a GET of `/` from the same shell, timed to its 200's
+//   - a cold start: every unit stopped, then `systemctl start` of the
+//     service socket and a GET of `/` from the same shell, timed to its 200's
 //     status line; the first worker's "Starting" and "Started" (READY=1)
 //     lines on the same clock;
 //   - a replacement: `kill -9` of worker 1, from systemd's "Main process

@@ -160,7 +160,7 @@ var (
 
 	dPoolWorkers = prometheus.NewDesc("clusterapp_pool_workers", "Worker processes running now (live slots in the metrics table).", nil, nil)
 	dDesired     = prometheus.NewDesc("clusterapp_pool_workers_desired", "Workers the pool is configured to run (CLUSTERAPP_WORKERS in the environment and scale files at the scrape; as the newest worker read it when they cannot be read).", nil, nil)
-	dBuild       = prometheus.NewDesc("clusterapp_build_info", "Always 1; labels name the version of the worker that answered the scrape.", []string{"version", "goversion"}, nil)
+	dBuild       = prometheus.NewDesc("clusterapp_build_info", "Always 1; labels name the version of the program that answered the scrape (the metrics exporter, under systemd: the workers' program).", []string{"version", "goversion"}, nil)
 	dQueueLen    = prometheus.NewDesc("clusterapp_listen_queue_length", "Connections waiting in the service socket's accept queue now.", []string{"address"}, nil)
 	dQueueLimit  = prometheus.NewDesc("clusterapp_listen_queue_limit", "The service socket's accept queue limit (Backlog=, capped by net.core.somaxconn).", []string{"address"}, nil)
 	dQueueFull   = prometheus.NewDesc("clusterapp_listen_queue_full_seconds_total", "Time the service socket's accept queue was seen at its limit (sampled every 100ms): the kernel drops new connections then.", nil, nil)

@@ -1,13 +1,15 @@
 // Package metrics counts what each worker does and serves the whole pool's
-// numbers from any worker: one scrape of the metrics listener returns every
-// live worker's series, labelled worker="N".
+// numbers: one scrape of the metrics listener returns every live worker's
+// series, labelled worker="N". Under systemd the metrics exporter answers
+// (Exporter, clusterapp-metrics.service); a worker run on its own answers
+// its own listener (Handler).
 //
 // # Why shared memory
 //
 // Every worker writes its numbers into its own slot of a table mapped
 // MAP_SHARED from the units' runtime directory (package shm, the same
 // mechanism as the rate limit and balancing tables), with atomic adds, and
-// the worker that answers a scrape reads every live slot. The alternatives
+// the process that answers a scrape reads every live slot. The alternatives
 // were worse for an operator:
 //   - Each worker serving its own registry on a socket shared by all (the
 //     first version) made a scrape land on a random worker: counters jumped
@@ -35,7 +37,7 @@
 // A frozen (SIGSTOP) or hung worker cannot clear its own ready flag, so its
 // slot also holds a heartbeat: the shm.Clock time of its last passing
 // health probe, the one that gates its watchdog ping (WatchProbes,
-// ProbePassed). The worker answering a scrape compares it with its own
+// ProbePassed). The process answering a scrape compares it with its own
 // clock (CLOCK_MONOTONIC, one clock for every process) and reports a worker
 // whose probe has not passed for watchdog.LateAfter as stalled and not
 // ready, seconds before systemd's watchdog kills it. That costs one clock
@@ -188,7 +190,7 @@ func (m *Metrics) SetReady(ready bool) {
 // timeout (WatchdogSec=), passing probes reported by ProbePassed: from now
 // on a scrape calls the worker stalled, and not ready, once no probe has
 // passed for watchdog.LateAfter(timeout). A frozen (SIGSTOP) or hung
-// worker cannot clear its own ready flag; the worker answering the scrape
+// worker cannot clear its own ready flag; the process answering the scrape
 // sees its heartbeat age instead. Without it the worker is never judged.
 func (m *Metrics) WatchProbes(timeout time.Duration) {
 	atomic.StoreUint64(m.word(wProbedNs), uint64(max(m.clock(), 0)))
