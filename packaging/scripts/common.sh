@@ -31,7 +31,12 @@ rolling_restart() {
 	if systemctl list-units --plain --no-legend --state=active 'clusterapp-worker@*.service' 2>/dev/null | grep -q .; then
 		clusterapp reload || warn "the rolling restart stopped (the worker named above did not come back); the package is installed, the other workers serve on; retry with: systemctl reload clusterapp"
 	fi
-	# The metrics exporter runs the worker program too: onto the new one, if it runs (a scrape
-	# meanwhile waits in its socket's backlog).
-	systemctl try-restart clusterapp-metrics.service || warn "the metrics exporter did not restart onto the new version; retry with: systemctl restart clusterapp-metrics.service"
+}
+
+# The metrics exporter runs the worker program too: after an upgrade it is restarted onto the new
+# one, if it runs (a scrape meanwhile waits in its socket's backlog), each package format its own
+# way (the deb's postinst, the rpm's %postun).
+exporter=clusterapp-metrics.service
+exporter_failed() {
+	warn "the metrics exporter did not restart onto the new version; retry with: systemctl restart $exporter"
 }

@@ -36,6 +36,7 @@ if [ "$1" = configure ] && [ -n "$2" ]; then
 		warn "policy-rc.d forbids restarting clusterapp: the workers keep running the old binary until restarted"
 	else
 		rolling_restart
+		deb-systemd-invoke try-restart "$exporter" >/dev/null || exporter_failed
 	fi
 fi
 for unit in $units; do

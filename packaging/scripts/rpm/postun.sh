@@ -15,5 +15,6 @@ systemd_running || exit 0
 systemctl daemon-reload >/dev/null 2>&1 || :
 if [ "$1" -ge 1 ] 2>/dev/null; then
 	rolling_restart
+	systemctl try-restart "$exporter" >/dev/null 2>&1 || exporter_failed
 fi
 exit 0
