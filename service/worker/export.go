@@ -57,7 +57,7 @@ func Export(ctx context.Context, opts ExportOptions) error {
 	logger := logging.New(logging.Options{Format: string(cfg.LogFormat), Level: logrus.Level(cfg.LogLevel), Journal: logging.UnderJournal(), Out: opts.Stderr})
 	log := logger.WithField(ExporterField, "metrics")
 	if ce != nil {
-		log.Warn(ce.Error() + "; the metrics exporter reads none of these (the workers refuse or ignore them)")
+		log.Warn(ce.Error() + "; the metrics exporter reads only CLUSTERAPP_LOG_FORMAT and CLUSTERAPP_LOG_LEVEL (their defaults when invalid): the others are the workers' to refuse or ignore")
 	}
 	env := readEnv()
 	if !env.socketActivated {
@@ -71,8 +71,12 @@ func Export(ctx context.Context, opts ExportOptions) error {
 	if len(set.Metrics) == 0 || len(set.Service) > 0 {
 		return fmt.Errorf("metrics: systemd passed LISTEN_FDNAMES=%q: expected only the metrics socket (%q, from %s)", os.Getenv("LISTEN_FDNAMES"), listen.MetricsName, config.MetricsSocketUnit)
 	}
+	dir := env.runtimeDir
+	if dir == "" {
+		dir = config.RuntimeDir // the units' RuntimeDirectory=, when systemd did not say
+	}
 	exp := metrics.NewExporter(metrics.ExporterOptions{
-		Dir: env.runtimeDir, Routes: Labels(opts.Routes), Version: opts.Version,
+		Dir: dir, Routes: Labels(opts.Routes), Version: opts.Version,
 		DesiredNow: func() (int, bool) { return exporterPoolSize(config.EnvFile) }, Log: log,
 	})
 	defer func() { _ = exp.Close() }() // the process exits next
@@ -89,7 +93,7 @@ func Export(ctx context.Context, opts ExportOptions) error {
 			}
 		}()
 	}
-	log.WithField("listen", addrs(set.Metrics)).WithField("table_dir", env.runtimeDir).Info("serving the pool's metrics")
+	log.WithField("listen", addrs(set.Metrics)).WithField("table_dir", dir).Info("serving the pool's metrics")
 	select {
 	case err = <-errc:
 	case sig := <-sigc:

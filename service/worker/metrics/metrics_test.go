@@ -45,9 +45,15 @@ func scrape(t *testing.T, m *Metrics) string {
 
 func value(t *testing.T, m *Metrics, name, labels string) float64 {
 	t.Helper()
-	v, ok := lookup(scrape(t, m), name, labels)
+	return sample(t, scrape(t, m), name, labels)
+}
+
+// sample is the sample name{labels} of a scrape; the test fails without it.
+func sample(t *testing.T, scrape, name, labels string) float64 {
+	t.Helper()
+	v, ok := lookup(scrape, name, labels)
 	if !ok {
-		t.Fatalf("no %s{%s} in the scrape", name, labels)
+		t.Fatalf("no %s{%s} in the scrape:\n%s", name, labels, scrape)
 	}
 	return v
 }
