@@ -36,7 +36,7 @@ func newBalancer(cfg config.Config, env env, name string, log *logrus.Entry) *ba
 	}
 	// One primary per CPU of the pool: workers past them step back under
 	// new-connection load while the primaries keep up (package balance).
-	b, _, err := balance.Open(dir, balance.Options{Self: n - 1, MaxDefer: cfg.BalanceMaxDefer, Primaries: runtime.NumCPU(), CPUs: cpuMask()}, log)
+	b, _, err := balance.Open(dir, balance.Options{Self: n - 1, MaxDefer: cfg.BalanceMaxDefer, Primaries: runtime.NumCPU(), CPUs: cpuMask(), MoveWait: cfg.AdmissionWait / 2}, log)
 	if err != nil {
 		log.WithError(err).Warn("balancing off until this worker restarts: the shared balance table cannot be opened; the kernel spreads connections")
 		return nil

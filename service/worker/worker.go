@@ -309,6 +309,13 @@ func newWorker(cfg config.Config, env env, opts Options, log *logrus.Entry, prot
 	if bal != nil {
 		sopts.ConnObservers = append(sopts.ConnObservers, bal)
 		sopts.WrapListener = func(l net.Listener) net.Listener { return bal.Listener(l, m) }
+		sopts.Rebalance = func() bool {
+			if !bal.Crowded() {
+				return false
+			}
+			m.ConnMoved()
+			return true
+		}
 		m.WatchBalanceGate(bal.Gating)
 	}
 	w.srv = server.New(sopts, NewStack(so))

@@ -55,6 +55,115 @@ func TestDefersToALessLoadedLiveWorker(t *testing.T) {
 	}
 }
 
+// A worker whose requests are turned away, or wait MoveWait for a slot,
+// and that holds two connections more than another ends connections
+// (Crowded) until the counts are within one; not for shorter waits, not for pressure a heartbeat older than the last beat,
+// not while clients open a connection per request, and not towards a
+// worker that is stale, draining or stepped back.
+func TestCrowdedWorkerMovesConnectionsUntilEven(t *testing.T) {
+	c := &clock{1000 * time.Second}
+	w := pool(3, c)
+	for _, b := range w {
+		b.opts.MoveWait = 100 * time.Millisecond
+	}
+	open := func(b *Balancer, n int) {
+		for range n {
+			b.ConnOpened()
+		}
+	}
+	open(w[0], 6)
+	open(w[1], 2)
+	open(w[2], 4)
+	if w[0].Crowded() {
+		t.Fatal("moved a connection while no request waited")
+	}
+	w[0].Admitted(99 * time.Millisecond)
+	if w[0].Crowded() {
+		t.Fatal("a wait under MoveWait moved a connection: an uneven split that queues requests briefly costs less than reconnections")
+	}
+	w[0].Admitted(100 * time.Millisecond)
+	w[1].Shed()
+	if w[1].Crowded() || w[2].Crowded() {
+		t.Fatal("the least-loaded worker, or one without pressure, moved a connection")
+	}
+	moves := 0
+	for w[0].Crowded() {
+		if moves++; moves > 10 {
+			t.Fatal("never settles")
+		}
+		w[0].ConnClosed() // the client reconnects; the gate sends it to the least-loaded
+		least := w[1]
+		if atomic.LoadUint64(w[2].slot(2, wordConns)) < atomic.LoadUint64(w[1].slot(1, wordConns)) {
+			least = w[2]
+		}
+		least.ConnOpened()
+	}
+	got := []uint64{atomic.LoadUint64(w[0].slot(0, wordConns)), atomic.LoadUint64(w[0].slot(1, wordConns)), atomic.LoadUint64(w[0].slot(2, wordConns))}
+	if moves != 2 || got[0] != 4 || got[1] != 4 || got[2] != 4 {
+		t.Fatalf("after %d moves the counts are %v, want 2 moves to 4 4 4", moves, got)
+	}
+	w[0].ConnOpened()
+	if w[0].Crowded() {
+		t.Fatal("5 against 4 moved a connection: the move would only swap which worker holds one more")
+	}
+	w[0].ConnOpened()
+	if !w[0].Crowded() {
+		t.Fatal("6 against 4 after a long wait: must move")
+	}
+	w[0].opts.MoveWait = 0
+	c.t += 200 * time.Millisecond
+	w[0].Beat()
+	w[1].Beat()
+	w[2].Beat()
+	w[0].Admitted(time.Second)
+	if w[0].Crowded() {
+		t.Fatal("with MoveWait 0 a wait moved a connection: only requests turned away may")
+	}
+	w[0].Shed()
+	if !w[0].Crowded() {
+		t.Fatal("a request turned away: must move")
+	}
+	c.t += 100 * time.Millisecond // a heartbeat
+	w[0].Beat()
+	w[1].Beat()
+	w[2].Beat()
+	if !w[0].Crowded() {
+		t.Fatal("pressure a heartbeat before the last beat counts")
+	}
+	c.t += 100 * time.Millisecond
+	w[0].Beat()
+	w[1].Beat()
+	w[2].Beat()
+	if w[0].Crowded() {
+		t.Fatal("pressure older than a heartbeat before the last beat still moves connections")
+	}
+	w[0].Shed()
+	for range 64 {
+		w[0].ConnReused(false)
+	}
+	if w[0].Crowded() {
+		t.Fatal("moved a connection of clients that open one per request: the gate would not balance it")
+	}
+	for range 64 {
+		w[0].ConnReused(true)
+	}
+	if !w[0].Crowded() {
+		t.Fatal("keep-alive clients again: must move")
+	}
+	w[1].Leave()
+	w[2].setFlag(flagBack, true)
+	if w[0].Crowded() {
+		t.Fatal("moved connections towards a draining worker and a stepped-back one")
+	}
+	w[1].Beat()
+	c.t += time.Second
+	w[0].Beat()
+	w[0].Shed()
+	if w[0].Crowded() {
+		t.Fatal("moved connections towards a worker whose heartbeat is stale")
+	}
+}
+
 func TestIgnoresDeadAndDrainingWorkers(t *testing.T) {
 	c := &clock{1000 * time.Second}
 	w := pool(3, c)

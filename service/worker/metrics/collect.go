@@ -144,6 +144,7 @@ var (
 	dHits        = desc("clusterapp_cache_hits_total", "Result cache hits.")
 	dMisses      = desc("clusterapp_cache_misses_total", "Result cache misses (computations, shared by concurrent identical requests).")
 	dDeferred    = desc("clusterapp_balance_accept_deferred_seconds", "Accepts the worker put off so a less-loaded worker could take the connection, by how long.")
+	dMoved       = desc("clusterapp_balance_connections_moved_total", "Keep-alive connections the worker ended after a response (Connection: close) because its requests waited for admission while another worker held at least two connections fewer: the client reconnects and the accept gate hands the connection to the less-loaded worker.")
 	dGate        = desc("clusterapp_balance_gate_open", "1 while the accept gate balances connections (clients reuse them), 0 while it stays out of the way.")
 	dReady       = desc("clusterapp_worker_ready", "1 while the worker serves, 0 while it starts, drains or is stalled (clusterapp_worker_stalled).")
 	dStalled     = desc("clusterapp_worker_stalled", "1 while no health probe of the worker has passed for 1.5 probe intervals (a third of WatchdogSec= each): frozen (SIGSTOP) or hung; systemd's watchdog kills it at WatchdogSec=.")
@@ -180,6 +181,7 @@ func Names() []string {
 		"clusterapp_admission_shed_total", "clusterapp_admission_wait_seconds", "clusterapp_ratelimit_limited_total",
 		"clusterapp_ratelimit_unavailable_total", "clusterapp_ratelimit_table", "clusterapp_cache_hits_total",
 		"clusterapp_cache_misses_total", "clusterapp_balance_accept_deferred_seconds", "clusterapp_balance_gate_open",
+		"clusterapp_balance_connections_moved_total",
 		"clusterapp_worker_ready", "clusterapp_worker_stalled", "clusterapp_worker_heartbeat_age_seconds",
 		"clusterapp_worker_start_time_seconds", "clusterapp_worker_starts_total",
 		"clusterapp_worker_exits_total", "clusterapp_worker_recycles_total", "process_resident_memory_bytes", "process_cpu_seconds_total", "process_open_fds",
@@ -275,7 +277,7 @@ func (c poolCollector) collectSlot(ch chan<- prometheus.Metric, slot int, v func
 	for _, w := range []struct {
 		d *prometheus.Desc
 		w int
-	}{{dAccepted, wAccepted}, {dRejected, wRejected}, {dAdmitted, wAdmitted}, {dShed, wShed}, {dLimited, wLimited}, {dUnavailable, wUnavailable}, {dHits, wHits}, {dMisses, wMisses}, {dStarts, wStarts}} {
+	}{{dAccepted, wAccepted}, {dRejected, wRejected}, {dAdmitted, wAdmitted}, {dShed, wShed}, {dLimited, wLimited}, {dUnavailable, wUnavailable}, {dHits, wHits}, {dMisses, wMisses}, {dStarts, wStarts}, {dMoved, wMoved}} {
 		counter(w.d, w.w)
 	}
 	ch <- prometheus.MustNewConstMetric(dCPU, prometheus.CounterValue, float64(v(wCPUNs))/1e9, name)

@@ -61,6 +61,7 @@ const (
 	wGOMAXPROCS         // gauge
 	wWatchdogNs         // gauge: the process's watchdog timeout, 0 when it has none
 	wProbedNs           // gauge: shm.Clock ns of its last passing health probe
+	wMoved              // counter: keep-alive connections ended to rebalance
 	wExits              // counters, one per ExitResults, then one per RecycleReasons (recyclesOff)
 )
 
@@ -131,7 +132,7 @@ const (
 // upgrade that adds a route) map different files instead of misreading one.
 func schemaVersion(routes []string) int {
 	h := fnv.New32a()
-	fmt.Fprintf(h, "metrics layout 2|%d|%v|%v|%v|%v|%v|%d|%d|%d", wExits, ExitResults, RecycleReasons, waitBuckets, deferBuckets, durationBuckets, codeEntries, maxQueues, queueWords)
+	fmt.Fprintf(h, "metrics layout 3|%d|%v|%v|%v|%v|%v|%d|%d|%d", wExits, ExitResults, RecycleReasons, waitBuckets, deferBuckets, durationBuckets, codeEntries, maxQueues, queueWords)
 	h.Write([]byte(strings.Join(routes, "\x00"))) // in order: the order places the blocks
 	return int(h.Sum32() & 0x7fffffff)
 }

@@ -241,6 +241,10 @@ func (m *Metrics) Hit() { m.add(wHits, 1) }
 // Miss counts a result-cache miss (cache.Observer).
 func (m *Metrics) Miss() { m.add(wMisses, 1) }
 
+// ConnMoved counts a keep-alive connection ended so that its client
+// reconnects to a less-loaded worker (balance.Balancer.Crowded).
+func (m *Metrics) ConnMoved() { m.add(wMoved, 1) }
+
 // AcceptDeferred counts an accept put off for d (balance.Observer).
 func (m *Metrics) AcceptDeferred(d time.Duration) { m.observe(m.lay.deferred, d) }
 

@@ -46,6 +46,12 @@ type Options struct {
 	// restarted worker gets its share back within it even on slow routes,
 	// where KeepAliveRequests takes minutes; 0 = no limit.
 	KeepAliveTime time.Duration
+	// Rebalance, when set, is asked as each response's header is written
+	// (probes' aside): true ends the connection after it (Connection:
+	// close), so the client reconnects where the balancer sends it
+	// (balance.Balancer.Crowded). It runs on every response: keep it to a
+	// load or two while nothing is to be moved.
+	Rebalance func() bool
 	// Now is the clock KeepAliveTime, DrainIdleGrace, ShutdownTimeout and
 	// the open-file limit's warning interval are read on; default time.Now.
 	// Timers (net/http's timeouts, the drain's polling) stay real.
@@ -259,7 +265,7 @@ func (s *Server) track(next http.Handler) http.Handler {
 				close(s.recycle)
 			})
 		}
-		cw := &closingWriter{ResponseWriter: w, draining: &s.draining}
+		cw := &closingWriter{ResponseWriter: w, draining: &s.draining, rebalance: s.opts.Rebalance}
 		st, _ := r.Context().Value(connStatsKey{}).(*connStats)
 		if st != nil {
 			n := st.requests.Add(1)

@@ -366,6 +366,35 @@ func TestKeepAliveRequestsBound(t *testing.T) {
 	}
 }
 
+// A connection whose response Rebalance marks ends after it, with
+// Connection: close, so its client reconnects; the others stay open.
+func TestRebalanceEndsTheConnectionItMarks(t *testing.T) {
+	var move atomic.Bool
+	_, addr := newServer(t, func(o *Options) { o.Rebalance = move.Load }, nil)
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	for i, m := range []bool{false, false, true} {
+		move.Store(m)
+		io.WriteString(conn, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d: %v", i+1, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		if resp.Close != m {
+			t.Fatalf("request %d: Connection: close = %v, want %v", i+1, resp.Close, m)
+		}
+	}
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("after a response marked to move the connection stayed open (read %v, %v)", n, err)
+	}
+}
+
 type reuseLog struct {
 	mu     sync.Mutex
 	events []bool

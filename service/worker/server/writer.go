@@ -16,9 +16,11 @@ type closingWriter struct {
 	http.ResponseWriter
 	draining *atomic.Bool
 	last     bool
-	closing  bool // Connection: close was added
-	hijacked bool // the handler took the connection over
-	status   int  // the first status written; 0 before the header
+	// rebalance ends the connection when it says so (Options.Rebalance).
+	rebalance func() bool
+	closing   bool // Connection: close was added
+	hijacked  bool // the handler took the connection over
+	status    int  // the first status written; 0 before the header
 	// request is the request's number on its connection, 1 for the first;
 	// 0 for a request that came on no connection (served in process).
 	request int64
@@ -41,7 +43,7 @@ func RequestOnConn(w http.ResponseWriter) int64 {
 func (w *closingWriter) WriteHeader(code int) {
 	if w.status == 0 && (code < 100 || code >= 200) { // 1xx (103 Early Hints) come before the status
 		w.status = code
-		if w.last || w.draining.Load() {
+		if w.last || w.draining.Load() || (w.rebalance != nil && w.rebalance()) {
 			w.Header().Set("Connection", "close")
 			w.closing = true
 		}
