@@ -86,17 +86,17 @@
 // gate's balance is the one the opening burst made. A burst finds workers
 // busy computing, whose accepts wait for a P, and the gate defers to them
 // only for MaxDefer: on /fib?n=30, 64 connections opened at once over 4
-// workers on 2 CPUs split up to 30 against 5, or left a worker none, and
-// each worker's admission queue is its own: the crowded workers' requests
-// waited past the admission wait and were answered 503 (10-25% of all
+// workers on 2 CPUs left 48-59 on one worker in 3 runs of 4, and each
+// worker's admission queue is its own: the crowded worker's requests
+// waited past the admission wait and were answered 503 (9-28% of all
 // responses) while one process, one queue, answered none. The keep-alive
 // bounds mend that only after KeepAliveRequests or KeepAliveTime (30 s).
 // So while a worker's requests are turned away or wait for admission slots
 // close to being turned away (MoveWait), and a live worker that has not
 // stepped back holds at least two connections fewer, the worker ends the
-// connection it answers
-// (Crowded; Connection: close): its client reconnects, and the gate hands
-// the new connection to the less-loaded worker. Each move narrows the gap
+// connection it answers (Crowded; Connection: close): its client
+// reconnects, and the gate hands the new connection to the less-loaded
+// worker. Each move narrows the gap
 // by two, so the counts settle within one of each other and stay there;
 // while no request comes near a 503 nothing moves: an uneven split that
 // only queues requests for a few milliseconds costs less than the

@@ -144,7 +144,7 @@ var (
 	dHits        = desc("clusterapp_cache_hits_total", "Result cache hits.")
 	dMisses      = desc("clusterapp_cache_misses_total", "Result cache misses (computations, shared by concurrent identical requests).")
 	dDeferred    = desc("clusterapp_balance_accept_deferred_seconds", "Accepts the worker put off so a less-loaded worker could take the connection, by how long.")
-	dMoved       = desc("clusterapp_balance_connections_moved_total", "Keep-alive connections the worker ended after a response (Connection: close) because its requests waited for admission while another worker held at least two connections fewer: the client reconnects and the accept gate hands the connection to the less-loaded worker.")
+	dMoved       = desc("clusterapp_balance_connections_moved_total", "Keep-alive connections the worker ended after a response (Connection: close) because its requests were turned away or waited half the admission wait for a slot while another worker held at least two connections fewer: the client reconnects and the accept gate hands the connection to the less-loaded worker.")
 	dGate        = desc("clusterapp_balance_gate_open", "1 while the accept gate balances connections (clients reuse them), 0 while it stays out of the way.")
 	dReady       = desc("clusterapp_worker_ready", "1 while the worker serves, 0 while it starts, drains or is stalled (clusterapp_worker_stalled).")
 	dStalled     = desc("clusterapp_worker_stalled", "1 while no health probe of the worker has passed for 1.5 probe intervals (a third of WatchdogSec= each): frozen (SIGSTOP) or hung; systemd's watchdog kills it at WatchdogSec=.")
