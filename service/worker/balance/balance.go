@@ -450,13 +450,18 @@ func (b *Balancer) ShouldDefer() bool {
 	if !b.Gating() {
 		return false
 	}
-	mine := int64(atomic.LoadUint64(b.slot(b.opts.Self, wordConns)))
+	return b.peerBelow(atomic.LoadUint64(b.slot(b.opts.Self, wordConns)))
+}
+
+// peerBelow reports whether a live worker other than this one, and not
+// stepped back, holds fewer than limit connections.
+func (b *Balancer) peerBelow(limit uint64) bool {
 	now := int64(b.opts.Clock())
 	for i := range Slots {
 		if i == b.opts.Self || !b.live(i, now) || atomic.LoadUint64(b.slot(i, wordFlags))&flagBack != 0 {
 			continue
 		}
-		if int64(atomic.LoadUint64(b.slot(i, wordConns))) < mine {
+		if atomic.LoadUint64(b.slot(i, wordConns)) < limit {
 			return true
 		}
 	}
@@ -475,20 +480,8 @@ func (b *Balancer) Crowded() bool {
 	if p == 0 || p < b.beatAt.Load()-b.opts.Heartbeat.Nanoseconds() || !b.Gating() {
 		return false
 	}
-	mine := int64(atomic.LoadUint64(b.slot(b.opts.Self, wordConns)))
-	if mine < 2 {
-		return false
-	}
-	now := int64(b.opts.Clock())
-	for i := range Slots {
-		if i == b.opts.Self || !b.live(i, now) || atomic.LoadUint64(b.slot(i, wordFlags))&flagBack != 0 {
-			continue
-		}
-		if int64(atomic.LoadUint64(b.slot(i, wordConns))) <= mine-2 {
-			return true
-		}
-	}
-	return false
+	mine := atomic.LoadUint64(b.slot(b.opts.Self, wordConns))
+	return mine >= 2 && b.peerBelow(mine-1) // at most mine-2
 }
 
 // live reports whether worker i's heartbeat is fresh at now.
@@ -677,18 +670,7 @@ func (b *Balancer) Held() bool {
 
 // peerFree reports whether a live worker that has not stepped back holds
 // fewer connections than a worker has admission slots: it has one free.
-func (b *Balancer) peerFree() bool {
-	now := int64(b.opts.Clock())
-	for i := range Slots {
-		if i == b.opts.Self || !b.live(i, now) || atomic.LoadUint64(b.slot(i, wordFlags))&flagBack != 0 {
-			continue
-		}
-		if atomic.LoadUint64(b.slot(i, wordConns)) < uint64(b.hold.slots) {
-			return true
-		}
-	}
-	return false
-}
+func (b *Balancer) peerFree() bool { return b.peerBelow(uint64(b.hold.slots)) }
 
 type listener struct {
 	net.Listener
