@@ -96,6 +96,25 @@ func (r CurveRun) PerRequest() (wakeups, cpuMicros float64) {
 	return float64(r.Wakeups) / n, float64(r.CPUNs) / 1e3 / n
 }
 
+// NotOK returns how many of the run's requests got no 2xx: answered with
+// another status (a 503 from admission, say) or failed.
+func (r CurveRun) NotOK() int {
+	if r.Result == nil {
+		return 0
+	}
+	return r.Result.Responses - r.Result.OK + r.Result.Errors()
+}
+
+// NotOKSpread returns the median and the largest of the runs' NotOK.
+func (c CurveCellResult) NotOKSpread() (med float64, most int) {
+	var ns []float64
+	for _, r := range c.Runs {
+		n := r.NotOK()
+		ns, most = append(ns, float64(n)), max(most, n)
+	}
+	return median(ns), most
+}
+
 // GeneratorPerRequest returns the load generator's own CPU microseconds per
 // 2xx response (loadgen.Result.CPU), or NaN when the generator did not
 // report it.
@@ -337,15 +356,19 @@ func writeCurveMethod(p *printer, res *Results) {
 	p.printf("  the run, divided by the 2xx responses. Between runs of one configuration it gauges the machine's\n")
 	p.printf("  speed: a shared host can run the whole machine some 15%% slower for tens of seconds at a time, the\n")
 	p.printf("  workers and the generator alike; the column gives the median, the log every run's.\n")
-	p.printf("  Between configurations it also moves with how the server's responses come back, most on keep-alive.\n\n")
+	p.printf("  Between configurations it also moves with how the server's responses come back, most on keep-alive.\n")
+	p.printf("- Not 2xx: the requests of a run answered with another status (a 503 when a request waited past\n")
+	p.printf("  `CLUSTERAPP_ADMISSION_WAIT` for a slot) or failed, the median of the runs and in brackets the most\n")
+	p.printf("  in one. The 2xx rate counts only the others, so a cell can hold its ratio while turning requests away.\n\n")
 }
 
 // WriteCurve writes the worker-count table: for each cell, the 2xx rate
-// against the baseline, wake-ups and CPU per request.
+// against the baseline, wake-ups and CPU per request, and the requests
+// that got no 2xx.
 func WriteCurve(w io.Writer, res *Results) {
 	p := asPrinter(w)
 	c := res.Curve
-	p.printf("| cell | configuration | 2xx req/s | × %s (each round's) | wake-ups / request | CPU µs / request | generator CPU µs / request |\n|---|---|---|---|---|---|---|\n", BaselineName)
+	p.printf("| cell | configuration | 2xx req/s | × %s (each round's) | wake-ups / request | CPU µs / request | generator CPU µs / request | not 2xx / run (most) |\n|---|---|---|---|---|---|---|---|\n", BaselineName)
 	for i, cell := range res.Plan.Curve.Cells {
 		base, _, _ := c.Baseline.Cells[i].Median()
 		for j, pt := range append([]CurvePoint{c.Baseline}, c.Points...) {
@@ -361,7 +384,8 @@ func WriteCurve(w io.Writer, res *Results) {
 			if g := pt.Cells[i].GeneratorMedian(); !math.IsNaN(g) {
 				gen = fmt.Sprintf("%.1f", g)
 			}
-			p.printf("| %s | %s | %.1f | %s%s | %.2f | %.1f | %s |\n", cell, pt.Config.Name, rate, Ratio(rate, base), spread, wakes, cpu, gen)
+			bad, most := pt.Cells[i].NotOKSpread()
+			p.printf("| %s | %s | %.1f | %s%s | %.2f | %.1f | %s | %s (%d) |\n", cell, pt.Config.Name, rate, Ratio(rate, base), spread, wakes, cpu, gen, strconv.FormatFloat(bad, 'f', -1, 64), most)
 		}
 	}
 	p.printf("\nGOMAXPROCS per worker after the runs: ")

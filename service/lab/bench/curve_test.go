@@ -331,3 +331,26 @@ func TestWriteCurveGivesTheGeneratorsCPU(t *testing.T) {
 		"| `/` new connection | 2 workers | 300.0 | 0.75× | 2.00 | 40.0 | 69.0 |",
 		"| `/` keep-alive | 2 workers | 950.0 | 0.95× | 2.00 | 40.0 | ? |")
 }
+
+// The 2xx rate leaves out the requests turned away; the table counts them
+// per run (answered with another status, or failed), median and most, so a
+// cell that keeps its ratio while answering 503s shows it.
+func TestWriteCurveCountsTheRequestsNotOK(t *testing.T) {
+	res := curveSample()
+	res.Plan.Curve.Repeats = 3
+	cell := &res.Curve.Points[1].Cells[0] // 4 workers, `/` keep-alive
+	cell.Runs = []CurveRun{
+		{Result: &loadgen.Result{OK: 800, Responses: 830, StatusCodes: map[int]int{200: 800, 503: 30}, Elapsed: time.Second}},
+		{Result: &loadgen.Result{OK: 800, Responses: 800, Elapsed: time.Second}},
+		{Result: &loadgen.Result{OK: 790, Responses: 845, ReadErrors: 2, Timeouts: 1, Elapsed: time.Second}},
+	}
+	var table strings.Builder
+	WriteCurve(&table, res)
+	containsAll(t, "curve table", table.String(),
+		"| not 2xx / run (most) |",
+		"| `/` keep-alive | 4 workers | 800.0 | 0.80× | 0.00 | 0.0 | ? | 30 (58) |",
+		"| `/` keep-alive | 1 process | 1000.0 | 1.00× | 2.00 | 40.0 | ? | 0 (0) |")
+	var method strings.Builder
+	writeCurveMethod(asPrinter(&method), res)
+	containsAll(t, "curve method", method.String(), "- Not 2xx: the requests of a run answered with another status")
+}
