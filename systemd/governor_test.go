@@ -331,3 +331,34 @@ func TestRefusedSwitchWarnsOnlyWhereItWouldApply(t *testing.T) {
 		}
 	})
 }
+
+// Past one worker per CPU no worker takes the spare P, even while every
+// worker computes: each CPU already has more than one worker to run, and a
+// spare P's thread only competes with them (package worker, noSpare). The
+// journal names the pool and the CPUs.
+func TestNoSpareProcessorPastOneWorkerPerCPU(t *testing.T) {
+	b := sandbox.New(t, sandbox.Options{})
+	cpus, err := strconv.Atoi(strings.TrimSpace(b.Must("nproc")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 2 * cpus
+	b.WriteEnv(fmt.Sprintf("CLUSTERAPP_WORKERS=%d\nCLUSTERAPP_CACHE_ENTRIES=0\n", n))
+	b.Must("systemctl", "daemon-reload")
+	b.Start(n)
+	if res := b.Load("/fib?n=30", "-c", strconv.Itoa(2*n), "-d", "3s"); res.Errors() != 0 || res.StatusCodes[200] == 0 {
+		t.Fatalf("/fib?n=30: %v %v", res.StatusCodes, res.ErrorSamples)
+	}
+	args := []string{"journalctl", "-b", "--no-pager", "-o", "cat"}
+	for _, u := range b.WorkerUnits(n) {
+		args = append(args, "-u", u)
+	}
+	j := b.Must(args...)
+	if strings.Contains(j, "GOMAXPROCS: requests held their slots") {
+		t.Fatalf("a worker of %d on %d CPUs took the spare P; the workers' journal:\n%s", n, cpus, j)
+	}
+	refused := fmt.Sprintf("GOMAXPROCS stays at the admission slots: %d workers on %d CPUs", n, cpus)
+	if !strings.Contains(j, refused) {
+		t.Fatalf("no worker said %q while /fib?n=30 computed (no raise was due?); the workers' journal:\n%s", refused, j)
+	}
+}

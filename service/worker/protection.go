@@ -140,7 +140,7 @@ func operatorProcs(lookup func(string) (string, bool), log *logrus.Entry) bool {
 // worker runs more Ps than slots; with the operator's GOMAXPROCS it does
 // nothing.
 func (p protection) govern(ctx context.Context, lim *admission.Limiter, bal *balance.Balancer) {
-	g := &admission.Governor{Procs: p.procs, Slots: lim.Slots, Started: lim.Started(), Long: lim.Long(), WatchLong: lim.WatchLong, Changed: func(from, to int, why string) {
+	g := &admission.Governor{Procs: p.procs, Slots: lim.Slots, Started: lim.Started(), Long: lim.Long(), WatchLong: lim.WatchLong, NoSpare: p.noSpare(bal), Changed: func(from, to int, why string) {
 		spare := to > p.maxInFlight
 		batch := p.batchWith(spare, bal)
 		lim.SetSpare(batch) // admitted requests compute on SCHED_BATCH threads meanwhile
@@ -200,12 +200,47 @@ func (p protection) batchWith(spare bool, bal *balance.Balancer) bool {
 // sees one CPU; without it, or with a worker's CPUs unknown, the
 // configured pool and this process's CPUs.
 func (p protection) fitsCPUs(bal *balance.Balancer) bool {
+	workers, cpus := p.poolOnCPUs(bal)
+	return workers <= cpus
+}
+
+// poolOnCPUs is the pool and the CPUs it runs on, as fitsCPUs counts them.
+func (p protection) poolOnCPUs(bal *balance.Balancer) (workers, cpus int) {
 	if bal != nil {
 		if workers, cpus := bal.Pool(); cpus > 0 {
-			return max(workers, p.desired()) <= cpus
+			return max(workers, p.desired()), cpus
 		}
 	}
-	return poolSize(p.cfg) <= runtime.NumCPU()
+	return poolSize(p.cfg), runtime.NumCPU()
+}
+
+// noSpare is the Governor's NoSpare: no spare P while the pool runs more
+// workers than CPUs (fitsCPUs). There each CPU already has more than one
+// worker to run, and the spare P's thread only competes with them: with it,
+// 4 workers on 2 CPUs served an allocating route (/slow) 1.3-1.45x slower
+// and turned 10-22 requests away each 3 s where they turned none away
+// without (a stop of the world for the garbage collector waits for every
+// P's thread, and with two threads a process that the kernel runs on a
+// shared CPU waits for the other to be scheduled; docs/benchmarks.md,
+// "The spare P past one worker per CPU"). The answer is logged when it
+// changes.
+func (p protection) noSpare(bal *balance.Balancer) func() string {
+	last := ""
+	return func() string {
+		why := ""
+		if workers, cpus := p.poolOnCPUs(bal); workers > cpus {
+			why = fmt.Sprintf("%d workers on %d CPUs: no spare P past one worker per CPU", workers, cpus)
+		}
+		if why != last {
+			msg := "GOMAXPROCS: the spare P is allowed again: the pool fits its CPUs"
+			if why != "" {
+				msg = "GOMAXPROCS stays at the admission slots: " + why
+			}
+			p.log.WithField("gomaxprocs_serving", p.procs.Serving).Info(msg)
+			last = why
+		}
+		return why
+	}
 }
 
 // desired is the pool's configured size: as the operator configures it

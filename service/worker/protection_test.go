@@ -3,6 +3,7 @@ package worker
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"runtime"
 	"strings"
@@ -214,5 +215,50 @@ func TestRefusedSwitchWarnsOnceWhereItWouldApply(t *testing.T) {
 	ok.probed(admission.Threads{}, nil)
 	if !ok.batchWith(true, last) || ok.batchWith(false, last) || ok.batchWith(true, nil) {
 		t.Fatal("a switch that is allowed: want it only with the spare P and a pool that fits")
+	}
+}
+
+// The governor's NoSpare refuses the spare P while the pool runs more
+// workers than CPUs, with the numbers, and the worker's journal says so
+// once, and again once the pool fits.
+func TestNoSparePastOneWorkerPerCPU(t *testing.T) {
+	cpus := runtime.NumCPU()
+	var out bytes.Buffer
+	l := logrus.New()
+	l.SetOutput(&out)
+	p := protection{cfg: config.Config{Workers: cpus + 1}, procs: admission.Procs{Base: 1, Serving: 2}, log: logrus.NewEntry(l)}
+	if cpus > 63 {
+		t.Skipf("%d CPUs: the table's CPU sets hold CPUs 0-63", cpus)
+	}
+	// The pool as a worker sees it: the live workers in the balance table
+	// (this one, on every CPU) and the configured size, read at each ask.
+	bal, _, err := balance.Open(t.TempDir(), balance.Options{Self: 0, Primaries: 1, CPUs: 1<<cpus - 1}, logrus.NewEntry(l))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bal.Beat()
+	size := cpus + 1
+	p.desiredNow = func() (int, bool) { return size, true }
+	noSpare := p.noSpare(bal)
+	want := fmt.Sprintf("%d workers on %d CPUs: no spare P past one worker per CPU", cpus+1, cpus)
+	for range 3 {
+		if why := noSpare(); why != want {
+			t.Fatalf("%d workers on %d CPUs: NoSpare says %q, want %q", cpus+1, cpus, why, want)
+		}
+	}
+	if n := strings.Count(out.String(), "GOMAXPROCS stays at the admission slots: "+want); n != 1 {
+		t.Fatalf("the refusal logged %d times in 3 asks, want once; log:\n%s", n, out.String())
+	}
+	size = cpus // `clusterapp scale` down to one worker per CPU
+	if why := noSpare(); why != "" {
+		t.Fatalf("%d workers on %d CPUs: NoSpare says %q, want the spare P allowed", cpus, cpus, why)
+	}
+	if !strings.Contains(out.String(), "the spare P is allowed again") {
+		t.Fatalf("no line saying the spare P is allowed again; log:\n%s", out.String())
+	}
+	out.Reset()
+	fits := protection{cfg: config.Config{Workers: cpus}, procs: admission.Procs{Base: 1, Serving: 2}, log: logrus.NewEntry(l)}
+	if why := fits.noSpare(nil)(); why != "" || out.Len() != 0 {
+		t.Fatalf("%d workers on %d CPUs: NoSpare says %q and logged %q, want nothing", cpus, cpus, why, out.String())
 	}
 }

@@ -117,6 +117,14 @@ type Governor struct {
 	WatchLong func(hold time.Duration)
 	// Changed, when set, is told of every change and why.
 	Changed func(from, to int, why string)
+	// NoSpare, when set, says why the serving level must not be used now,
+	// "" when it may. While it gives a reason the Governor stays at the
+	// base level, looking every Quiet without watching for long requests
+	// (nothing would come of them), and from the serving level it returns
+	// to the base. It is asked when a raise is due and at the serving
+	// level, at most once every SpareEvery; its answer is kept meanwhile
+	// (a pool worker's reads the pool's size from its files).
+	NoSpare func() string
 	// Tick, Idle, Quiet, Late and Hold default to DefaultTick, DefaultIdle,
 	// DefaultQuiet, DefaultLate and DefaultHold.
 	Tick, Idle, Quiet, Late, Hold time.Duration
@@ -138,6 +146,8 @@ const (
 	// DefaultLate is the lateness that counts as the serving path waiting,
 	// and the average slot hold that counts as a long request.
 	DefaultLate = 2 * time.Millisecond
+	// SpareEvery is how long an answer of Governor.NoSpare is kept.
+	SpareEvery = time.Second
 	// DefaultHold is how long the slots must stop being held by long
 	// requests before the spare P goes. Each return to the base under
 	// CPU-bound load costs one late wake-up before the raise, so it is rare.
@@ -196,6 +206,23 @@ func observe(before, now SlotUse, wall, ran, late time.Duration) sample {
 type governorState struct {
 	procs int           // the level in force
 	calm  time.Duration // time at the serving level without long requests in every slot
+	// noSpare is NoSpare's last answer, asked spareAge ago (asked false:
+	// never yet).
+	noSpare  string
+	spareAge time.Duration
+	asked    bool
+}
+
+// spareRefused returns why the serving level may not be used now ("" when
+// it may), asking NoSpare when its last answer is SpareEvery old.
+func (g *Governor) spareRefused(st *governorState) string {
+	if g.NoSpare == nil {
+		return ""
+	}
+	if !st.asked || st.spareAge >= SpareEvery {
+		st.noSpare, st.spareAge, st.asked = g.NoSpare(), 0, true
+	}
+	return st.noSpare
 }
 
 // step decides the level after sample s; it returns why the level changed
@@ -211,11 +238,15 @@ func (g *Governor) step(st *governorState, s sample) (why string) {
 		need = s.late / 2
 	}
 	waited := s.long && s.late >= g.late() && s.ran >= need
+	st.spareAge += s.wall
 	switch {
-	case st.procs == p.Base && waited:
+	case st.procs == p.Base && waited && g.spareRefused(st) == "":
 		st.procs, st.calm = p.Serving, 0
 		return fmt.Sprintf("requests held their slots %v or more on average (the last %d in %v of CPU time, %v of wall time) and a goroutine waited %v for a P",
 			g.late(), s.finished, s.ran.Round(100*time.Microsecond), s.wall.Round(100*time.Microsecond), s.late.Round(100*time.Microsecond))
+	case st.procs == p.Serving && g.spareRefused(st) != "":
+		st.procs, st.calm = p.Base, 0
+		return st.noSpare
 	case st.procs == p.Serving && s.long && s.full:
 		st.calm = 0
 	case st.procs == p.Serving:
@@ -243,6 +274,8 @@ func (g *Governor) period(st *governorState, s sample) (time.Duration, period) {
 		return or(g.Tick, DefaultTick), ticking // counting the calm
 	case s.idle:
 		return or(g.Idle, DefaultIdle), idle
+	case st.asked && st.noSpare != "":
+		return or(g.Quiet, DefaultQuiet), ticking // no level to raise to: look seldom
 	case !s.long && g.Long != nil && g.WatchLong != nil:
 		return or(g.Quiet, DefaultQuiet), quiet
 	}

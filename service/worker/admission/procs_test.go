@@ -63,6 +63,48 @@ func TestGovernorStep(t *testing.T) {
 	}
 }
 
+// With NoSpare giving a reason, a raise that is due does not happen, and a
+// serving level in force returns to the base; NoSpare is asked at most once
+// every SpareEvery, and a raise follows once it stops giving one.
+func TestGovernorStepNoSpare(t *testing.T) {
+	ms := time.Millisecond
+	why, asked := "more workers than CPUs", 0
+	g := &Governor{Procs: Procs{Base: 1, Serving: 2}, NoSpare: func() string { asked++; return why }}
+	st := &governorState{procs: 1}
+	waited := sample{wall: 17 * ms, late: 7 * ms, long: true, full: true, ran: 15 * ms}
+	for i := range 50 { // 850 ms of looks, each due a raise
+		if got := g.step(st, waited); got != "" || st.procs != 1 {
+			t.Fatalf("look %d: level %d (why %q), want the base: NoSpare says %q", i, st.procs, got, why)
+		}
+	}
+	if asked != 1 {
+		t.Fatalf("NoSpare asked %d times in 850 ms of looks, want once", asked)
+	}
+	why = ""
+	for range 9 { // the answer is kept until it is SpareEvery old
+		g.step(st, waited)
+	}
+	if st.procs != 1 || asked != 1 {
+		t.Fatalf("level %d after %d asks, want the base until the answer is SpareEvery old", st.procs, asked)
+	}
+	if got := g.step(st, waited); got == "" || st.procs != 2 || asked != 2 {
+		t.Fatalf("level %d (why %q) after %d asks, want the serving level once NoSpare is asked again and says yes", st.procs, got, asked)
+	}
+	why = "more workers than CPUs now"
+	for i := 0; ; i++ {
+		got := g.step(st, waited)
+		if st.procs == 1 {
+			if got != why || i < 55 || asked != 3 {
+				t.Fatalf("back to the base after %d looks and %d asks (why %q), want after SpareEvery, asked once more, why %q", i, asked, got, why)
+			}
+			break
+		}
+		if i > 70 {
+			t.Fatalf("still at the serving level after %d looks: NoSpare says %q", i, why)
+		}
+	}
+}
+
 // Woken by an admission, the sample runs from it: the wake-up's lateness is
 // the whole sample, and the process must have run half of it for the wait
 // to be its own Ps computing, not the kernel running other processes.
@@ -298,8 +340,14 @@ func TestGovernorPeriod(t *testing.T) {
 		{"long requests", watching, 1, sample{wall: 10 * ms, long: true}, DefaultTick, ticking},
 		{"raised: counting the calm", watching, 2, sample{wall: 10 * ms, finished: 90, ran: ms}, DefaultTick, ticking},
 		{"raised, nothing ran: counting the calm", watching, 2, sample{wall: 10 * ms, idle: true}, DefaultTick, ticking},
+		{"long requests, no spare P allowed", watching, 1, sample{wall: 10 * ms, long: true}, DefaultQuiet, ticking},
+		{"nothing ran, no spare P allowed", watching, 1, sample{wall: 10 * ms, idle: true}, DefaultIdle, idle},
 	} {
-		wait, p := c.g.period(&governorState{procs: c.procs}, c.s)
+		st := &governorState{procs: c.procs}
+		if strings.Contains(c.name, "no spare P") {
+			st.asked, st.noSpare = true, "more workers than CPUs"
+		}
+		wait, p := c.g.period(st, c.s)
 		if wait != c.wait || p != c.p {
 			t.Errorf("%s: sleeps %v in period %d, want %v in period %d", c.name, wait, p, c.wait, c.p)
 		}
