@@ -146,13 +146,14 @@ const (
 	// DefaultLate is the lateness that counts as the serving path waiting,
 	// and the average slot hold that counts as a long request.
 	DefaultLate = 2 * time.Millisecond
-	// SpareEvery is how long an answer of Governor.NoSpare is kept.
-	SpareEvery = time.Second
 	// DefaultHold is how long the slots must stop being held by long
 	// requests before the spare P goes. Each return to the base under
 	// CPU-bound load costs one late wake-up before the raise, so it is rare.
 	DefaultHold = 10 * time.Second
 )
+
+// SpareEvery is how long an answer of Governor.NoSpare is kept.
+const SpareEvery = time.Second
 
 // Admission is when a request was admitted: the wall clock (time.Now) and
 // the process's CPU time (negative when unknown).

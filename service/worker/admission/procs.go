@@ -19,7 +19,8 @@ package admission
 // "The pool at every worker count: GOMAXPROCS, and the shared accept"). So a
 // worker runs with as many Ps as it has slots (never more than Go's own
 // choice), and a Governor adds the spare P only while the serving path
-// actually waits behind computing requests.
+// actually waits behind computing requests, and only while its NoSpare
+// allows it: a pool worker forbids it past one worker per CPU.
 //
 // Setting GOMAXPROCS also stops Go from following later changes of the CPU
 // quota (systemctl set-property CPUQuota=); a worker picks those up at its
