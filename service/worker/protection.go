@@ -217,9 +217,9 @@ func (p protection) poolOnCPUs(bal *balance.Balancer) (workers, cpus int) {
 // noSpare is the Governor's NoSpare: no spare P while the pool runs more
 // workers than CPUs (fitsCPUs). There each CPU already has more than one
 // worker to run, and the spare P's thread only competes with them: with it,
-// 4 workers on 2 CPUs served an allocating route (/slow) 1.3-1.45x slower
-// and turned 10-22 requests away each 3 s where they turned none away
-// without (a stop of the world for the garbage collector waits for every
+// 4 and 8 workers on 2 CPUs served an allocating route (/slow) 1.2-1.5x
+// slower and turned up to 22 requests away in 3 s where they turned none
+// away without (a stop of the world for the garbage collector waits for every
 // P's thread, and with two threads a process that the kernel runs on a
 // shared CPU waits for the other to be scheduled; docs/benchmarks.md,
 // "The spare P past one worker per CPU"). The answer is logged when it
