@@ -362,3 +362,47 @@ func TestNoSpareProcessorPastOneWorkerPerCPU(t *testing.T) {
 		t.Fatalf("no worker said %q while /fib?n=30 computed (no raise was due?); the workers' journal:\n%s", refused, j)
 	}
 }
+
+// Under the shipped unit, a worker that took its spare P for computing
+// requests gives it back within seconds once its slots are filled by
+// short ones: /slow (about 1 ms, allocating) looked long now and then with
+// the spare P on, and used to keep it for good, served a quarter slower.
+func TestSpareProcessorGoesWhenRequestsAreShort(t *testing.T) {
+	const workers = 2
+	b := sandbox.New(t, sandbox.Options{Env: "CLUSTERAPP_WORKERS=2\nCLUSTERAPP_CACHE_ENTRIES=0\n"})
+	b.Start(workers)
+	if res := b.Load("/fib?n=30", "-c", "8", "-d", "2s"); res.Errors() != 0 || res.StatusCodes[200] == 0 {
+		t.Fatalf("/fib?n=30: %v %v", res.StatusCodes, res.ErrorSamples)
+	}
+	mark := strings.TrimSpace(b.Must("date", "+%s.%N"))
+	if res := b.Load("/slow", "-c", "16", "-d", "6s"); res.Errors() != 0 || res.StatusCodes[200] == 0 {
+		t.Fatalf("/slow: %v %v", res.StatusCodes, res.ErrorSamples)
+	}
+	from, err := strconv.ParseFloat(mark, 64)
+	if err != nil {
+		t.Fatalf("box clock %q: %v", mark, err)
+	}
+	raised, lowered := map[string]bool{}, map[string]string{}
+	for _, u := range b.WorkerUnits(workers) {
+		for _, line := range strings.Split(b.Must("journalctl", "-b", "--no-pager", "-o", "short-unix", "-u", u), "\n") {
+			at, _ := strconv.ParseFloat(strings.Fields(line + " 0")[0], 64)
+			switch {
+			case at < from && strings.Contains(line, "GOMAXPROCS: requests held their slots"):
+				raised[u] = true
+			case at >= from && strings.Contains(line, "GOMAXPROCS: requests holding their slots") && strings.Contains(line, "filled them"):
+				lowered[u] = line
+			}
+		}
+	}
+	if len(raised) == 0 {
+		t.Fatalf("no worker took its spare P under /fib?n=30 (journal of %s):\n%s", config.WorkerUnit(1),
+			b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-u", config.WorkerUnit(1)))
+	}
+	for u := range raised {
+		if lowered[u] == "" {
+			t.Fatalf("%s took its spare P under /fib?n=30 and kept it through 6 s of /slow; its journal:\n%s", u,
+				b.Must("journalctl", "-b", "--no-pager", "-o", "cat", "-u", u))
+		}
+		t.Logf("%s: %s", u, lowered[u])
+	}
+}

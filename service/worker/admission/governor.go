@@ -23,7 +23,17 @@ import (
 // time), so what keeps it raised is the cause itself: every slot taken by
 // requests that hold it for Late or longer on average. After Hold without,
 // it returns to the base (and comes back at the next late wake-up if the
-// cause does).
+// cause does). It also returns after a Window (a second) in which such
+// requests filled the slots less than half of the time they were all taken:
+// the spare P makes each request cost more CPU (threads and caches shared
+// with the other workers, each GC's stop of the world waiting for one more
+// thread), so requests just under Late looked long now and then once it
+// was on, and kept it on for good. At 2 workers on 2 CPUs under /slow (an
+// allocation of 800 KB and about 1 ms of work), 1 sample in 10 at the
+// serving level ran 2 ms or more of CPU per finished request, and the pool
+// served /slow 1.3x faster with the spare P gone a second after it came
+// (docs/benchmarks.md, "The spare P that kept itself on"). Under
+// /fib?n=30 (3-4 ms each) nearly every sample looks long, and it stays.
 //
 // Both are read against the time the process actually ran (the CPU time of
 // all its threads, user and system), because a process the kernel keeps
@@ -125,9 +135,10 @@ type Governor struct {
 	// level, at most once every SpareEvery; its answer is kept meanwhile
 	// (a pool worker's reads the pool's size from its files).
 	NoSpare func() string
-	// Tick, Idle, Quiet, Late and Hold default to DefaultTick, DefaultIdle,
-	// DefaultQuiet, DefaultLate and DefaultHold.
-	Tick, Idle, Quiet, Late, Hold time.Duration
+	// Tick, Idle, Quiet, Late, Hold and Window default to DefaultTick,
+	// DefaultIdle, DefaultQuiet, DefaultLate, DefaultHold and
+	// DefaultWindow.
+	Tick, Idle, Quiet, Late, Hold, Window time.Duration
 }
 
 // Defaults of a Governor's periods.
@@ -150,6 +161,10 @@ const (
 	// requests before the spare P goes. Each return to the base under
 	// CPU-bound load costs one late wake-up before the raise, so it is rare.
 	DefaultHold = 10 * time.Second
+	// DefaultWindow is the span over which the serving level checks that
+	// long requests still fill the slots most of the time they are all
+	// taken.
+	DefaultWindow = time.Second
 )
 
 // SpareEvery is how long an answer of Governor.NoSpare is kept.
@@ -212,6 +227,32 @@ type governorState struct {
 	noSpare  string
 	spareAge time.Duration
 	asked    bool
+	// At the serving level, over the current window: its length, the time
+	// every slot was taken, and the part of that with long requests.
+	window, full, long time.Duration
+}
+
+// fewLong adds sample s to the serving level's window and, once the window
+// is Window long, reports whether long requests filled the slots less
+// than half of the time they were all taken in it; a new window starts
+// then. A window in which the slots were never all taken reports false
+// (Hold's calm judges those).
+func (g *Governor) fewLong(st *governorState, s sample) bool {
+	st.window += s.wall
+	if s.full {
+		st.full += s.wall
+		if s.long {
+			st.long += s.wall
+		}
+	}
+	if st.window < or(g.Window, DefaultWindow) {
+		return false
+	}
+	few := st.full > 0 && 2*st.long < st.full
+	if !few {
+		st.window, st.full, st.long = 0, 0, 0
+	}
+	return few
 }
 
 // spareRefused returns why the serving level may not be used now ("" when
@@ -243,11 +284,17 @@ func (g *Governor) step(st *governorState, s sample) (why string) {
 	switch {
 	case st.procs == p.Base && waited && g.spareRefused(st) == "":
 		st.procs, st.calm = p.Serving, 0
+		st.window, st.full, st.long = 0, 0, 0
 		return fmt.Sprintf("requests held their slots %v or more on average (the last %d in %v of CPU time, %v of wall time) and a goroutine waited %v for a P",
 			g.late(), s.finished, s.ran.Round(100*time.Microsecond), s.wall.Round(100*time.Microsecond), s.late.Round(100*time.Microsecond))
 	case st.procs == p.Serving && g.spareRefused(st) != "":
 		st.procs, st.calm = p.Base, 0
 		return st.noSpare
+	case st.procs == p.Serving && g.fewLong(st, s):
+		why := fmt.Sprintf("requests holding their slots %v or more filled them %.0f%% of the %v they were all taken in the last %v",
+			g.late(), 100*float64(st.long)/float64(st.full), st.full.Round(time.Millisecond), st.window.Round(time.Millisecond))
+		st.procs, st.calm = p.Base, 0
+		return why
 	case st.procs == p.Serving && s.long && s.full:
 		st.calm = 0
 	case st.procs == p.Serving:

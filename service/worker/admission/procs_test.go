@@ -63,6 +63,67 @@ func TestGovernorStep(t *testing.T) {
 	}
 }
 
+// At the serving level, a window in which long requests filled the slots
+// less than half of the time they were all taken returns it to the base at
+// the window's end; long requests most of that time keep it, and so does a
+// window in which the slots were never all taken (Hold's calm judges it).
+func TestGovernorStepFewLong(t *testing.T) {
+	ms := time.Millisecond
+	g := &Governor{Procs: Procs{Base: 1, Serving: 2}, Window: 100 * ms}
+	waited := sample{wall: 17 * ms, late: 7 * ms, long: true, full: true, ran: 15 * ms}
+	short := sample{wall: 10 * ms, full: true, finished: 8, ran: 9 * ms}
+	long := sample{wall: 10 * ms, long: true, full: true, finished: 2, ran: 10 * ms}
+	raise := func(st *governorState) {
+		t.Helper()
+		if why := g.step(st, waited); why == "" || st.procs != 2 {
+			t.Fatalf("level %d after a wait behind long requests, want the serving level", st.procs)
+		}
+	}
+
+	st := &governorState{procs: 1}
+	raise(st)
+	for i := range 9 { // 90 ms: 1 sample in 10 long, as /slow read
+		s := short
+		if i == 4 {
+			s = long
+		}
+		if why := g.step(st, s); why != "" || st.procs != 2 {
+			t.Fatalf("sample %d: level %d (why %q), want the serving level until the window ends", i, st.procs, why)
+		}
+	}
+	why := g.step(st, short)
+	if st.procs != 1 || !strings.Contains(why, "filled them 10% of the 100ms they were all taken in the last 100ms") {
+		t.Fatalf("level %d (why %q) at the end of a window with long requests 10%% of it, want the base and the share said", st.procs, why)
+	}
+	raise(st) // the next raise starts a window of its own
+	for i := range 9 {
+		if why := g.step(st, long); why != "" || st.procs != 2 {
+			t.Fatalf("sample %d after raising again: level %d (why %q), want the serving level: the last window ended with the drop", i, st.procs, why)
+		}
+	}
+
+	st = &governorState{procs: 1}
+	raise(st)
+	for i := range 30 { // three windows, long requests 6 samples in 10
+		s := long
+		if i%10 >= 6 {
+			s = short
+		}
+		if why := g.step(st, s); why != "" || st.procs != 2 {
+			t.Fatalf("sample %d: level %d (why %q), want the serving level: long requests most of the time", i, st.procs, why)
+		}
+	}
+
+	st = &governorState{procs: 1}
+	raise(st)
+	slotFree := sample{wall: 10 * ms, finished: 8, ran: 9 * ms}
+	for i := range 15 { // 150 ms, never every slot taken: no window verdict
+		if why := g.step(st, slotFree); why != "" || st.procs != 2 {
+			t.Fatalf("sample %d: level %d (why %q), want the serving level until Hold's calm", i, st.procs, why)
+		}
+	}
+}
+
 // With NoSpare giving a reason, a raise that is due does not happen, and a
 // serving level in force returns to the base; NoSpare is asked at most once
 // every SpareEvery, and a raise follows once it stops giving one.
