@@ -234,9 +234,10 @@ type governorState struct {
 
 // fewLong adds sample s to the serving level's window and, once the window
 // is Window long, reports whether long requests filled the slots less
-// than half of the time they were all taken in it; a new window starts
-// then. A window in which the slots were never all taken reports false
-// (Hold's calm judges those).
+// than half of the time they were all taken in it. A window in which the
+// slots were never all taken reports false (Hold's calm judges those). A
+// window that keeps the serving level starts over; one that ends it stays
+// for step's log line, and the next raise starts a new one.
 func (g *Governor) fewLong(st *governorState, s sample) bool {
 	st.window += s.wall
 	if s.full {
